@@ -1,0 +1,156 @@
+"""The embedded LLM engine: per-conversation KV caches kept across turns, streamed decoding."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
+
+from models import assets
+
+
+def common_prefix_len(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    new_tokens: int = 0
+    target_forwards: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def mean_accept_len(self) -> float:
+        """Tokens emitted per decode-time target forward (bonus token included)."""
+        decode_forwards = max(self.target_forwards - 1, 1)
+        return self.new_tokens / decode_forwards if self.new_tokens else 0.0
+
+
+@dataclass
+class Session:
+    """One conversation's KV cache; `ids` are exactly the tokens whose keys and values it holds."""
+
+    cache: DynamicCache
+    ids: list[int] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def crop(self, n: int) -> None:
+        if n < len(self.ids):
+            self.cache.crop(n - len(self.ids))
+            del self.ids[n:]
+
+    def forward(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
+        """Run new tokens through the model on top of the cache; logits [len(new_ids), vocab]."""
+        out = model(input_ids=torch.tensor([new_ids]), past_key_values=self.cache, use_cache=True)
+        self.ids.extend(new_ids)
+        return out.logits[0].float()
+
+    def prefill(self, model: torch.nn.Module, prompt_ids: list[int]) -> tuple[torch.Tensor, int]:
+        """Reuse the cached common prefix, feed the rest; (last-position logits, reused tokens)."""
+        keep = min(common_prefix_len(self.ids, prompt_ids), len(prompt_ids) - 1)
+        self.crop(keep)
+        return self.forward(model, prompt_ids[keep:])[-1], keep
+
+
+def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> int:
+    """Greedy at temperature 0, else a draw from softmax(logits / temperature)."""
+    if temperature <= 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class Detokenizer:
+    """Turns a growing list of token ids into text deltas, holding back split UTF-8 characters."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+
+    def push(self, token: int) -> str:
+        self.ids.append(token)
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        if text.endswith("\ufffd"):
+            return ""
+        delta, self.text = text[len(self.text):], text
+        return delta
+
+
+class Engine:
+    """A causal LM with its tokenizer; generation runs in the caller's thread."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        stop = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+        self.stop_ids = {t for t in stop if isinstance(t, int) and t >= 0}
+
+    @classmethod
+    def load(cls, path: Path | None = None, dtype: torch.dtype = torch.bfloat16) -> Engine:
+        """Load a saved model folder, by default the bundled SmolLM2-135M-Instruct."""
+        path = path or assets.smollm2_safetensors_dir()
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        return cls(model, tokenizer)
+
+    def new_session(self) -> Session:
+        return Session(cache=DynamicCache(config=self.model.config))
+
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        encoded = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True
+        )
+        return list(encoded["input_ids"])
+
+    def generate(
+        self,
+        session: Session,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        cancelled: Callable[[], bool] = lambda: False,
+        stats: GenerationStats | None = None,
+        seed: int | None = None,
+    ) -> Iterator[int]:
+        """Plain decoding: yield new token ids until a stop token, the limit, or cancellation."""
+        stats = stats if stats is not None else GenerationStats()
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        with session.lock, torch.inference_mode():
+            t0 = time.perf_counter()
+            logits, stats.reused_tokens = session.prefill(self.model, prompt_ids)
+            stats.prompt_tokens, stats.target_forwards = len(prompt_ids), 1
+            stats.prefill_s = time.perf_counter() - t0
+            for _ in range(max_new_tokens):
+                token = sample(logits, temperature, generator)
+                if token in self.stop_ids:
+                    break
+                stats.new_tokens += 1
+                yield token
+                if cancelled() or stats.new_tokens >= max_new_tokens:
+                    break
+                logits = session.forward(self.model, [token])[-1]
+                stats.target_forwards += 1
+            stats.decode_s = time.perf_counter() - t0 - stats.prefill_s
+
+    def generate_text(self, session: Session, prompt_ids: list[int], max_new_tokens: int, **kwargs) -> Iterator[str]:
+        """`generate`, as text deltas."""
+        detok = Detokenizer(self.tokenizer)
+        for token in self.generate(session, prompt_ids, max_new_tokens, **kwargs):
+            delta = detok.push(token)
+            if delta:
+                yield delta

@@ -1,0 +1,54 @@
+"""CallIO: what a transport gives the call loop, and what it puts in the call's inbox."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from pipeline.playout import Segment
+
+
+class CallIO(Protocol):
+    """The transport side of a call. Sends never raise for a caller who hung up; they are dropped."""
+
+    output_rate: int
+
+    async def send_event(self, event: dict) -> None:
+        """A protocol event (transcript, agent_text, metrics, error, ...)."""
+
+    async def send_audio(self, pcm16: bytes) -> None:
+        """Agent audio: mono PCM s16le at `output_rate`, about one frame at a time."""
+
+    async def clear_audio(self) -> None:
+        """Barge-in: the client must drop agent audio it has buffered."""
+
+    async def segment_sent(self, segment: Segment) -> None:
+        """A clause's audio was fully handed over (carriers turn this into a mark)."""
+
+
+@dataclass(frozen=True)
+class AudioIn:
+    samples: np.ndarray  # float32 at the call's input rate
+    arrived: float  # time.monotonic() when the frame arrived
+
+
+@dataclass(frozen=True)
+class TextIn:
+    text: str
+    arrived: float
+
+
+@dataclass(frozen=True)
+class DtmfIn:
+    digit: str
+    arrived: float
+
+
+@dataclass(frozen=True)
+class HangUp:
+    reason: str
+
+
+Inbound = AudioIn | TextIn | DtmfIn | HangUp

@@ -1,0 +1,126 @@
+"""Agent audio out: paced at real time with a short lead, flushable, and aware of what the caller heard."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.audio import float_to_pcm16
+
+
+@dataclass
+class Segment:
+    """One clause's audio; `sent` counts the samples already handed to the transport."""
+
+    turn: int
+    text: str
+    pcm: np.ndarray  # float32 at the output rate
+    sent: int = 0
+    marked: bool = False  # the transport was told this segment finished
+
+
+@dataclass
+class TurnAudio:
+    first_sent_at: float | None = None
+    segments: list[Segment] = field(default_factory=list)
+
+
+class Playout:
+    """Sends queued segments frame by frame so the client's buffer stays `lead_ms` deep."""
+
+    def __init__(
+        self,
+        send_audio: Callable[[bytes], Awaitable[None]],
+        rate: int,
+        frame_ms: int = 20,
+        lead_ms: int = 200,
+        on_segment_sent: Callable[[Segment], Awaitable[None]] | None = None,
+    ) -> None:
+        self.send_audio = send_audio
+        self.on_segment_sent = on_segment_sent
+        self.rate = rate
+        self.frame = rate * frame_ms // 1000
+        self.lead = lead_ms / 1000
+        self.queue: deque[Segment] = deque()
+        self.turns: dict[int, TurnAudio] = {}
+        self.play_until = 0.0  # when the client finishes playing what was sent
+        self._wake = asyncio.Event()
+        self._current: Segment | None = None
+
+    @property
+    def speaking(self) -> bool:
+        """Agent audio is queued, being sent, or still playing at the client."""
+        return bool(self.queue) or self._current is not None or self.play_until > time.monotonic()
+
+    def enqueue(self, turn: int, text: str, pcm: np.ndarray) -> None:
+        segment = Segment(turn, text, pcm)
+        self.turns.setdefault(turn, TurnAudio()).segments.append(segment)
+        self.queue.append(segment)
+        self._wake.set()
+
+    def flush(self) -> None:
+        """Drop everything not yet sent; the client is told separately to drop its buffer."""
+        for segment in [self._current, *self.queue]:
+            if segment is not None:
+                segment.pcm = segment.pcm[: segment.sent]
+        self.queue.clear()
+        self.play_until = time.monotonic()
+
+    def first_sent_at(self, turn: int) -> float | None:
+        audio = self.turns.get(turn)
+        return audio.first_sent_at if audio else None
+
+    def heard_text(self, turn: int) -> str:
+        """The turn's text up to where its audio was sent: whole clauses, then a word-share of a cut one."""
+        words: list[str] = []
+        for segment in (self.turns.get(turn) or TurnAudio()).segments:
+            clause = segment.text.split()
+            if segment.sent >= len(segment.pcm) and segment.sent > 0:
+                words += clause
+            elif segment.sent > 0:
+                words += clause[: int(len(clause) * segment.sent / max(len(segment.pcm), 1))]
+                break
+            else:
+                break
+        return " ".join(words)
+
+    async def drain(self) -> None:
+        """Wait until every queued segment was sent and has played out at the client."""
+        while self.speaking:
+            await asyncio.sleep(max(self.play_until - time.monotonic(), 0.01))
+
+    async def run(self) -> None:
+        """The pacing loop; runs for the whole call."""
+        while True:
+            if not self.queue:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            self._current = segment = self.queue.popleft()
+            try:
+                await self._send_segment(segment)
+            finally:
+                self._current = None
+            if segment.sent and self.on_segment_sent and not segment.marked:
+                segment.marked = True
+                await self.on_segment_sent(segment)
+
+    async def _send_segment(self, segment: Segment) -> None:
+        turn = self.turns[segment.turn]
+        while segment.sent < len(segment.pcm):
+            ahead = self.play_until - time.monotonic()
+            if ahead > self.lead:
+                await asyncio.sleep(ahead - self.lead)
+                continue
+            frame = segment.pcm[segment.sent : segment.sent + self.frame]
+            await self.send_audio(float_to_pcm16(frame))
+            now = time.monotonic()
+            if turn.first_sent_at is None:
+                turn.first_sent_at = now
+            segment.sent += len(frame)
+            self.play_until = max(self.play_until, now) + len(frame) / self.rate

@@ -1,0 +1,99 @@
+"""Agent profiles: one brand's persona, facts, voice, LLM and turn settings, validated at load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+PROFILE_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+
+
+class ProfileError(ValueError):
+    """A profile file is invalid; the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VoiceSettings(_Strict):
+    voice: str = "en_US-joe-medium"
+    length_scale: float = Field(1.0, ge=0.5, le=2.0, description="< 1 speaks faster")
+    noise_scale: float | None = Field(None, ge=0.0, le=2.0)
+    noise_w_scale: float | None = Field(None, ge=0.0, le=2.0)
+    volume: float = Field(1.0, gt=0.0, le=4.0)
+
+
+class LLMSettings(_Strict):
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(64, ge=1, le=1024)
+    history_turns: int = Field(8, ge=1, le=64, description="caller/agent exchanges kept in the prompt")
+
+
+class TurnSettings(_Strict):
+    endpoint_silence_ms: int = Field(500, ge=100, le=5000)
+    barge_in_min_ms: int = Field(300, ge=50, le=5000)
+    vad_threshold: float = Field(0.5, gt=0.0, lt=1.0)
+    interim_interval_ms: int = Field(700, ge=200, le=10000)
+
+
+class Escalation(_Strict):
+    target: str = Field(..., min_length=1, description="phone number or SIP URI of the human team")
+    description: str = "a human agent"
+
+
+class Profile(_Strict):
+    id: str = Field(..., pattern=PROFILE_ID_PATTERN)
+    brand: str = Field(..., min_length=1)
+    sector: str = ""
+    persona: str = Field(..., min_length=1)
+    greeting: str = Field(..., min_length=1)
+    facts: list[str] = []
+    policies: list[str] = []
+    fallback_line: str = "Sorry, I'm having trouble right now. Could you say that again?"
+    voice: VoiceSettings = VoiceSettings()
+    llm: LLMSettings = LLMSettings()
+    turn: TurnSettings = TurnSettings()
+    escalation: Escalation | None = None
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for e in error.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        parts.append(f"field '{field}': {e['msg']}")
+    return "; ".join(parts)
+
+
+def parse_profile(data: object, source: str = "<profile>") -> Profile:
+    """Validate one profile object; errors name the source and field."""
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as e:
+        raise ProfileError(f"{source}: {_describe(e)}") from None
+
+
+def load_profile_file(path: Path) -> Profile:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{path}: not valid YAML: {e}") from None
+    return parse_profile(data, str(path))
+
+
+def load_profiles(directory: Path) -> dict[str, Profile]:
+    """Every *.yaml / *.yml profile in a folder, keyed by id."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ProfileError(f"{directory}: profiles folder does not exist")
+    profiles: dict[str, Profile] = {}
+    for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+        profile = load_profile_file(path)
+        if profile.id in profiles:
+            raise ProfileError(f"{path}: field 'id': '{profile.id}' is already used by another profile")
+        profiles[profile.id] = profile
+    if not profiles:
+        raise ProfileError(f"{directory}: no *.yaml profiles found")
+    return profiles

@@ -1,0 +1,48 @@
+"""The one prompt builder: profile + history -> chat messages. The server and training both use it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeline.profile import Profile
+
+Role = Literal["user", "assistant"]
+
+VOICE_STYLE = (
+    "You are speaking on a phone call: answer in at most two short sentences, about 35 words, "
+    "with no lists, markdown, links or emoji, and say numbers the way a person would."
+)
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+
+def system_prompt(profile: Profile) -> str:
+    """The system message for a profile: persona, facts, policies, escalation and voice style."""
+    lines = [profile.persona.strip(), f"You work for {profile.brand}.", VOICE_STYLE]
+    if profile.facts:
+        lines.append("Facts you may state:")
+        lines += [f"- {fact}" for fact in profile.facts]
+    if profile.policies:
+        lines.append("Policies:")
+        lines += [f"- {policy}" for policy in profile.policies]
+    if profile.escalation:
+        lines.append(
+            f"If the caller asks for a person, or you do not know the answer, offer to transfer them "
+            f"to {profile.escalation.description}."
+        )
+    lines.append("If a fact is not listed above, say you don't have that information.")
+    return "\n".join(lines)
+
+
+def build_messages(profile: Profile, history: list[Message], history_turns: int | None = None) -> list[dict]:
+    """Chat messages for the model: the system prompt, then the last `history_turns` exchanges."""
+    keep = (history_turns or profile.llm.history_turns) * 2
+    recent = [m for m in history if m.content.strip()][-keep:]
+    return [{"role": "system", "content": system_prompt(profile)}] + [
+        {"role": m.role, "content": m.content} for m in recent
+    ]

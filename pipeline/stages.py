@@ -1,0 +1,47 @@
+"""The shared speech and language models one server process loads once, with a thread budget for two cores."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.asr import WhisperASR
+from pipeline.audio import resample
+from pipeline.llm import LLMBackend
+from pipeline.tts import PiperTTS
+from pipeline.vad import SileroVAD
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ThreadBudget:
+    """Intra-op threads per stage; on two cores the LLM gets one so TTS and ASR can run beside it."""
+
+    asr: int = 2
+    llm: int = 1
+    tts: int = 1
+
+
+@dataclass
+class Stages:
+    vad: SileroVAD
+    asr: WhisperASR
+    tts: PiperTTS
+    llm: LLMBackend
+
+    async def warmup(self) -> None:
+        """Run each model once so the first call is as fast as the tenth."""
+        t0 = time.perf_counter()
+        speech = await self.tts.synthesize_async("Hello, this is a warm up.")
+        await self.asr.atranscribe(np.concatenate([resample(speech, self.tts.sample_rate, 16000), np.zeros(8000, np.float32)]))
+        await self.llm.warmup()
+        log.info("models warmed up in %.1f s", time.perf_counter() - t0)
+
+
+def load_stages(llm: LLMBackend, threads: ThreadBudget = ThreadBudget()) -> Stages:
+    """Load VAD, ASR and TTS beside an already built LLM backend."""
+    return Stages(vad=SileroVAD(), asr=WhisperASR(threads=threads.asr), tts=PiperTTS(threads=threads.tts), llm=llm)

@@ -1,0 +1,107 @@
+"""Calls and turns in a real database (SQLite by default, any SQLAlchemy URL); each turn committed when it ends."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, event, select, update
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class CallRow(Base):
+    __tablename__ = "calls"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    profile_id: Mapped[str] = mapped_column(String(64))
+    transport: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    end_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    call_id: Mapped[str] = mapped_column(ForeignKey("calls.id"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    caller_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    agent_text: Mapped[str] = mapped_column(Text, default="")
+    interrupted: Mapped[bool] = mapped_column(Boolean, default=False)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    asr_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    llm_ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tts_ttfb_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    voice_to_voice_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+@dataclass
+class TurnRecord:
+    call_id: str
+    index: int
+    caller_text: str | None
+    agent_text: str
+    interrupted: bool
+    started_at: datetime
+    ended_at: datetime
+    asr_ms: float | None = None
+    llm_ttft_ms: float | None = None
+    tts_ttfb_ms: float | None = None
+    voice_to_voice_ms: float | None = None
+
+
+class Store:
+    """Synchronous SQLAlchemy work, run in a thread by the async helpers."""
+
+    def __init__(self, url: str = "sqlite:///talkline.db") -> None:
+        self.engine = create_engine(url, connect_args={"check_same_thread": False} if url.startswith("sqlite") else {})
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        Base.metadata.create_all(self.engine)
+
+    def start_call(self, call_id: str, profile_id: str, transport: str) -> None:
+        with Session(self.engine) as s, s.begin():
+            s.add(CallRow(id=call_id, profile_id=profile_id, transport=transport, started_at=utcnow()))
+
+    def save_turn(self, turn: TurnRecord) -> None:
+        with Session(self.engine) as s, s.begin():
+            s.add(TurnRow(**turn.__dict__))
+
+    def end_call(self, call_id: str, reason: str) -> None:
+        with Session(self.engine) as s, s.begin():
+            s.execute(update(CallRow).where(CallRow.id == call_id).values(ended_at=utcnow(), end_reason=reason))
+
+    def close_unfinished(self, reason: str = "interrupted") -> int:
+        """Mark calls left open by a crash; returns how many."""
+        with Session(self.engine) as s, s.begin():
+            result = s.execute(update(CallRow).where(CallRow.ended_at.is_(None)).values(ended_at=utcnow(), end_reason=reason))
+            return result.rowcount
+
+    def turns(self, call_id: str) -> list[TurnRow]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            return list(s.scalars(select(TurnRow).where(TurnRow.call_id == call_id).order_by(TurnRow.index)))
+
+    def call(self, call_id: str) -> CallRow | None:
+        with Session(self.engine, expire_on_commit=False) as s:
+            return s.get(CallRow, call_id)
+
+    async def run(self, fn, *args):
+        """Run one of the methods above off the event loop."""
+        return await asyncio.to_thread(fn, *args)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()

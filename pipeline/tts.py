@@ -1,0 +1,50 @@
+"""Streaming speech synthesis with Piper: one clause in, PCM chunks out, off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import onnxruntime as ort
+
+from models import assets
+from pipeline.audio import PCM16_MAX
+from pipeline.profile import VoiceSettings
+
+
+class PiperTTS:
+    """The bundled Piper voice; one synthesis at a time (espeak-ng is not re-entrant)."""
+
+    def __init__(self, threads: int = 1) -> None:
+        from piper import PiperVoice
+        from piper.config import PiperConfig
+
+        files = assets.piper_joe_medium()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(str(files.model), sess_options=opts, providers=["CPUExecutionProvider"])
+        config = PiperConfig.from_dict(json.loads(files.config.read_text(encoding="utf-8")))
+        self.voice = PiperVoice(session=session, config=config)
+        self.sample_rate = config.sample_rate
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tts")
+
+    def synthesize(self, text: str, settings: VoiceSettings | None = None) -> list[np.ndarray]:
+        """Blocking: float32 audio at `sample_rate`, one array per sentence Piper finds."""
+        from piper.config import SynthesisConfig
+
+        s = settings or VoiceSettings()
+        config = SynthesisConfig(
+            length_scale=s.length_scale, noise_scale=s.noise_scale, noise_w_scale=s.noise_w_scale, volume=s.volume
+        )
+        with self._lock:
+            return [c.audio_int16_array.astype(np.float32) / PCM16_MAX for c in self.voice.synthesize(text, syn_config=config)]
+
+    async def synthesize_async(self, text: str, settings: VoiceSettings | None = None) -> np.ndarray:
+        """One clause's audio, synthesized in a worker thread."""
+        loop = asyncio.get_running_loop()
+        chunks = await loop.run_in_executor(self._executor, self.synthesize, text, settings)
+        return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)

@@ -1,0 +1,71 @@
+"""FastAPI app factory: load and warm the models once, then serve transports, profiles, health and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+
+from pipeline.metrics import Metrics
+from pipeline.profile import Profile, load_profiles
+from pipeline.stages import Stages, load_stages
+from pipeline.store import Store
+from server.routes import health, profiles
+from server.settings import Settings
+from server.transports import browser
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    profiles: dict[str, Profile]
+    stages: Stages
+    store: Store
+    metrics: Metrics
+
+
+def build_llm(settings: Settings):
+    """The LLM backend named by the settings."""
+    if settings.llm != "embedded":
+        raise ValueError(f"unknown LLM backend '{settings.llm}': use 'embedded'")
+    import torch
+
+    from models.engine import Engine
+    from pipeline.llm import EmbeddedLLM
+
+    torch.set_num_threads(settings.threads.llm)
+    return EmbeddedLLM(Engine.load(settings.model_path))
+
+
+def build_stages(settings: Settings) -> Stages:
+    return load_stages(build_llm(settings), settings.threads)
+
+
+def create_app(settings: Settings | None = None, stages: Stages | None = None) -> FastAPI:
+    """The app; pass `stages` to share already loaded models (tests, several apps in one process)."""
+    settings = settings or Settings()
+    profiles_by_id = load_profiles(settings.profiles_dir)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        loaded = stages or await asyncio.to_thread(build_stages, settings)
+        if settings.warmup and stages is None:
+            await loaded.warmup()
+        store = Store(settings.db_url)
+        if closed := store.close_unfinished():
+            log.warning("marked %d unfinished call(s) from a previous run as interrupted", closed)
+        app.state.talkline = AppState(settings, profiles_by_id, loaded, store, Metrics())
+        log.info("Talkline ready: %d profiles, LLM backend %s", len(profiles_by_id), loaded.llm.name)
+        yield
+        store.engine.dispose()
+
+    app = FastAPI(title="Talkline", lifespan=lifespan)
+    app.include_router(health.router)
+    app.include_router(profiles.router)
+    app.include_router(browser.router)
+    return app

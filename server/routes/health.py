@@ -1,0 +1,19 @@
+"""GET /healthz and GET /metrics (Prometheus)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+def healthz(request: Request) -> dict:
+    state = request.app.state.talkline
+    return {"status": "ok", "llm": state.stages.llm.name, "profiles": len(state.profiles)}
+
+
+@router.get("/metrics")
+def metrics(request: Request) -> Response:
+    return Response(request.app.state.talkline.metrics.render(), media_type=CONTENT_TYPE_LATEST)

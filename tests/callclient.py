@@ -1,0 +1,89 @@
+"""A protocol-level /ws/call client for tests: streams audio at real-time pace and records what comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import websockets
+
+from pipeline.audio import float_to_pcm16
+
+
+@dataclass
+class Received:
+    events: list[tuple[float, dict]] = field(default_factory=list)
+    audio: list[tuple[float, np.ndarray]] = field(default_factory=list)  # int16 frames
+
+    def of(self, kind: str) -> list[dict]:
+        return [e for _, e in self.events if e["type"] == kind]
+
+
+class CallClient:
+    def __init__(self, url: str, profile: str = "skyways", rate: int = 16000, start: dict | None = None) -> None:
+        self.url, self.rate = url, rate
+        self.start = start if start is not None else {"type": "start", "profile": profile, "sample_rate": rate}
+        self.got = Received()
+        self.ws = None
+        self._reader: asyncio.Task | None = None
+        self.closed = asyncio.Event()
+        self.close_code: int | None = None
+
+    async def __aenter__(self) -> CallClient:
+        self.ws = await websockets.connect(self.url + "/ws/call", max_size=None)
+        if self.start:
+            await self.ws.send(json.dumps(self.start))
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.ws.close()
+        self._reader.cancel()
+
+    async def _read(self) -> None:
+        try:
+            async for msg in self.ws:
+                now = time.monotonic()
+                if isinstance(msg, bytes):
+                    self.got.audio.append((now, np.frombuffer(msg, "<i2")))
+                else:
+                    self.got.events.append((now, json.loads(msg)))
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            self.close_code = self.ws.close_code
+            self.closed.set()
+
+    async def send_json(self, obj: dict) -> None:
+        await self.ws.send(json.dumps(obj))
+
+    async def stream(self, samples: np.ndarray, frame_ms: int = 20) -> None:
+        """Send float samples as PCM16 frames at real-time pace."""
+        step = self.rate * frame_ms // 1000
+        t0 = time.monotonic()
+        for i, start in enumerate(range(0, len(samples), step)):
+            await self.ws.send(float_to_pcm16(samples[start : start + step]))
+            delay = t0 + (i + 1) * frame_ms / 1000 - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+
+    async def silence(self, seconds: float) -> None:
+        await self.stream(np.zeros(int(self.rate * seconds), np.float32))
+
+    async def wait_for(self, predicate, timeout: float = 60.0, feed_silence: bool = True):
+        """Wait (sending silence, as a live microphone does) until predicate(self.got) is truthy."""
+        deadline = time.monotonic() + timeout
+        while not (result := predicate(self.got)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; events so far: {[e for _, e in self.got.events][-12:]}")
+            if feed_silence and not self.closed.is_set():
+                await self.silence(0.1)
+            else:
+                await asyncio.sleep(0.05)
+        return result
+
+    def agent_finals(self) -> list[str]:
+        return [e["text"] for e in self.got.of("agent_text") if e["final"]]

@@ -1,0 +1,84 @@
+"""Shared fixtures: the real models loaded once, a real server on a loopback port, synthesized caller speech."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import uvicorn
+
+from pipeline.audio import resample
+from server.app import build_stages, create_app
+from server.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def stages():
+    loaded = build_stages(Settings())
+    return loaded
+
+
+@pytest.fixture(scope="session")
+def speech(stages):
+    """Caller speech: the bundled Piper voice saying `text`, as 16 kHz float32."""
+    cache: dict[str, np.ndarray] = {}
+
+    def make(text: str, rate: int = 16000) -> np.ndarray:
+        if text not in cache:
+            audio = np.concatenate(stages.tts.synthesize(text))
+            cache[text] = resample(audio, stages.tts.sample_rate, 16000)
+        return resample(cache[text], 16000, rate)
+
+    return make
+
+
+class ServerThread:
+    def __init__(self, app, port: int) -> None:
+        self.app, self.port = app, port
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=1 << 20))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def state(self):
+        return self.app.state.talkline
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("test server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server(stages, tmp_path_factory):
+    db = tmp_path_factory.mktemp("db") / "talkline.db"
+    settings = Settings(db_url=f"sqlite:///{db}", warmup=False)
+    with ServerThread(create_app(settings, stages=stages), free_port()) as running:
+        yield running

@@ -1,0 +1,47 @@
+"""End to end over a real socket with the real models: spoken question in, spoken answer out, turns stored."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.callclient import CallClient
+
+QUESTION = "How much does it cost to check a bag?"
+
+
+def nonsilent_seconds(frames, rate: int) -> float:
+    return sum(len(f) for _, f in frames if np.abs(f).max(initial=0) > 300) / rate
+
+
+async def wait_greeting(client: CallClient) -> None:
+    await client.wait_for(lambda got: any(e["final"] for e in got.of("agent_text")), timeout=60)
+
+
+@pytest.mark.asyncio
+async def test_spoken_question_gets_spoken_answer(server, speech):
+    async with CallClient(server.ws_url, "skyways") as client:
+        await client.wait_for(lambda got: got.of("ready"))
+        await wait_greeting(client)
+        n_audio = len(client.got.audio)
+        await client.stream(speech(QUESTION))
+        await client.wait_for(lambda got: got.of("metrics"), timeout=90)
+        await client.wait_for(lambda got: len(client.agent_finals()) >= 2, timeout=90)
+
+        transcripts = client.got.of("transcript")
+        finals = [t["text"] for t in transcripts if t["final"]]
+        assert any(not t["final"] for t in transcripts), "no interim transcript while speaking"
+        assert finals and all(w in finals[-1].lower() for w in ("check", "bag")), finals
+        deltas = [e["text"] for e in client.got.of("agent_text") if not e["final"]]
+        assert len(deltas) > 3
+        assert nonsilent_seconds(client.got.audio[n_audio:], 16000) >= 0.5
+        metrics = client.got.of("metrics")[0]
+        for key in ("asr_ms", "llm_ttft_ms", "tts_ttfb_ms", "voice_to_voice_ms"):
+            assert metrics[key] is not None and metrics[key] > 0, metrics
+        call_id = client.got.of("ready")[0]["call_id"]
+
+    turns = await server.state.store.run(server.state.store.turns, call_id)
+    assert [t.index for t in turns] == [0, 1]
+    assert turns[0].caller_text is None and "Skyways" in turns[0].agent_text
+    assert "bag" in turns[1].caller_text.lower()
+    assert turns[1].agent_text and turns[1].voice_to_voice_ms > 0 and not turns[1].interrupted
