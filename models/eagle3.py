@@ -20,6 +20,11 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
 
+def default_aux_layer_ids(n_layers: int) -> list[int]:
+    """SGLang's default capture: the hidden states entering layers 2, L//2 and L-3, as output-of-layer ids."""
+    return [1, n_layers // 2 - 1, n_layers - 4]
+
+
 class DrafterCheckpointError(ValueError):
     """A drafter checkpoint does not match the tensors its config implies."""
 
@@ -73,9 +78,9 @@ class Eagle3Config:
     def from_target(
         cls, target_config: Any, draft_vocab_size: int, aux_layer_ids: list[int] | None = None
     ) -> Eagle3Config:
-        """Drafter config for a HF Llama target config; aux layers default to [2, L//2, L-3]."""
+        """Drafter config for a HF Llama target; aux ids default to the states entering layers 2, L//2, L-3."""
         n_layers = target_config.num_hidden_layers
-        aux = list(aux_layer_ids) if aux_layer_ids is not None else [2, n_layers // 2, n_layers - 3]
+        aux = list(aux_layer_ids) if aux_layer_ids is not None else default_aux_layer_ids(n_layers)
         if len(aux) != 3 or not all(0 <= i < n_layers for i in aux):
             raise ValueError(f"need 3 aux layer ids in [0, {n_layers}), got {aux}")
         if not 0 < draft_vocab_size <= target_config.vocab_size:

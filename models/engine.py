@@ -55,7 +55,7 @@ class Session:
 
     def forward(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
         """Run new tokens through the model on top of the cache; logits [len(new_ids), vocab]."""
-        out = model(input_ids=torch.tensor([new_ids]), past_key_values=self.cache, use_cache=True)
+        out = model(input_ids=torch.tensor([new_ids]), cache=self.cache, use_cache=True)
         self.ids.extend(new_ids)
         return out.logits[0].float()
 

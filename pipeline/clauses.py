@@ -11,7 +11,7 @@ _MARKUP = re.compile(r"[*_#`~>|]+|\[(.*?)\]\(.*?\)")
 
 def clean_for_speech(text: str) -> str:
     """Drop markdown symbols and link targets the caller should not hear."""
-    return re.sub(r"\s+", " ", _MARKUP.sub(lambda m: m.group(1) or " ", text)).strip()
+    return re.sub(r"\s+", " ", _MARKUP.sub(lambda m: m.group(1) or "", text)).strip()
 
 
 class ClauseSplitter:

@@ -21,7 +21,11 @@ class Segment:
     text: str
     pcm: np.ndarray  # float32 at the output rate
     sent: int = 0
+    end: int = -1  # samples to send; a flush cuts it to `sent`
     marked: bool = False  # the transport was told this segment finished
+
+    def __post_init__(self) -> None:
+        self.end = len(self.pcm)
 
 
 @dataclass
@@ -51,6 +55,7 @@ class Playout:
         self.play_until = 0.0  # when the client finishes playing what was sent
         self._wake = asyncio.Event()
         self._current: Segment | None = None
+        self._started: deque[Segment] = deque(maxlen=64)  # segments in the order they began to play
 
     @property
     def speaking(self) -> bool:
@@ -64,10 +69,16 @@ class Playout:
         self._wake.set()
 
     def flush(self) -> None:
-        """Drop everything not yet sent; the client is told separately to drop its buffer."""
-        for segment in [self._current, *self.queue]:
-            if segment is not None:
-                segment.pcm = segment.pcm[: segment.sent]
+        """Drop everything not yet sent, and take back what was sent but not yet played (the client drops it)."""
+        unplayed = int(max(self.play_until - time.monotonic(), 0.0) * self.rate)
+        for segment in reversed(self._started):
+            taken = min(segment.sent, unplayed)
+            segment.sent -= taken
+            unplayed -= taken
+            if not unplayed:
+                break
+        for segment in [*self._started, *self.queue]:
+            segment.end = min(segment.end, segment.sent)
         self.queue.clear()
         self.play_until = time.monotonic()
 
@@ -76,11 +87,11 @@ class Playout:
         return audio.first_sent_at if audio else None
 
     def heard_text(self, turn: int) -> str:
-        """The turn's text up to where its audio was sent: whole clauses, then a word-share of a cut one."""
+        """The turn's text up to where its audio played: whole clauses, then a word-share of a cut one."""
         words: list[str] = []
         for segment in (self.turns.get(turn) or TurnAudio()).segments:
             clause = segment.text.split()
-            if segment.sent >= len(segment.pcm) and segment.sent > 0:
+            if segment.sent >= len(segment.pcm):
                 words += clause
             elif segment.sent > 0:
                 words += clause[: int(len(clause) * segment.sent / max(len(segment.pcm), 1))]
@@ -102,6 +113,7 @@ class Playout:
                 await self._wake.wait()
                 continue
             self._current = segment = self.queue.popleft()
+            self._started.append(segment)
             try:
                 await self._send_segment(segment)
             finally:
@@ -112,12 +124,12 @@ class Playout:
 
     async def _send_segment(self, segment: Segment) -> None:
         turn = self.turns[segment.turn]
-        while segment.sent < len(segment.pcm):
+        while segment.sent < segment.end:
             ahead = self.play_until - time.monotonic()
             if ahead > self.lead:
                 await asyncio.sleep(ahead - self.lead)
                 continue
-            frame = segment.pcm[segment.sent : segment.sent + self.frame]
+            frame = segment.pcm[segment.sent : min(segment.sent + self.frame, segment.end)]
             await self.send_audio(float_to_pcm16(frame))
             now = time.monotonic()
             if turn.first_sent_at is None:

@@ -41,7 +41,7 @@ def system_prompt(profile: Profile) -> str:
 
 def build_messages(profile: Profile, history: list[Message], history_turns: int | None = None) -> list[dict]:
     """Chat messages for the model: the system prompt, then the last `history_turns` exchanges."""
-    keep = (history_turns or profile.llm.history_turns) * 2
+    keep = (profile.llm.history_turns if history_turns is None else history_turns) * 2
     recent = [m for m in history if m.content.strip()][-keep:]
     return [{"role": "system", "content": system_prompt(profile)}] + [
         {"role": m.role, "content": m.content} for m in recent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -35,8 +36,43 @@ def serve(
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level, ws_max_size=1 << 20)
 
 
+bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("latency")
+def bench_latency(
+    audio: Annotated[list[Path], typer.Option("--audio", help="caller turns as WAV files, one per turn")],
+    url: Annotated[str | None, typer.Option(help="ws://HOST:PORT of a running server; default: start one")] = None,
+    profile: Annotated[str, typer.Option()] = "skyways",
+    calls: Annotated[int, typer.Option(help="simultaneous calls")] = 1,
+    out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+) -> None:
+    """Voice-to-voice latency at the client over real-time streamed WAV turns."""
+    from bench import latency
+
+    latency.main(audio, url, profile, calls, out)
+
+
+MULTI_VALUE_OPTIONS = ("--audio",)
+
+
+def expand_multi_value(argv: list[str]) -> list[str]:
+    """Let `--audio a.wav b.wav` mean `--audio a.wav --audio b.wav`, as the docs write it."""
+    out, current = [], None
+    for arg in argv:
+        if arg.startswith("-"):
+            current = arg if arg in MULTI_VALUE_OPTIONS else None
+            out.append(arg)
+        elif current and out[-1] != current:
+            out += [current, arg]
+        else:
+            out.append(arg)
+    return out
+
+
 def main() -> None:
-    app()
+    app(args=expand_multi_value(sys.argv[1:]), prog_name="talkline")
 
 
 if __name__ == "__main__":

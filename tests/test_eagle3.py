@@ -69,12 +69,12 @@ def test_config_hf_dict_fields_and_round_trip():
         "intermediate_size": INTER, "rms_norm_eps": 1e-5, "rope_theta": 5000.0, "rope_scaling": None,
         "max_position_embeddings": 256, "hidden_act": "silu", "vocab_size": VOCAB, "draft_vocab_size": DVOCAB,
         "tie_word_embeddings": False, "torch_dtype": "float32",
-        "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [2, 4, 5]},
+        "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
     }
     assert Eagle3Config.from_hf_dict(json.loads(json.dumps(d))) == cfg
     hf = LlamaConfig.from_dict(d)  # what SGLang's AutoConfig sees
     assert hf.rope_parameters["rope_theta"] == 5000.0 and hf.draft_vocab_size == DVOCAB
-    assert hf.eagle_config["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    assert hf.eagle_config["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
 
 
 def test_config_defaults_and_rope_sources():
@@ -83,7 +83,7 @@ def test_config_defaults_and_rope_sources():
                            max_position_embeddings=8192, hidden_act="silu", vocab_size=49152,
                            torch_dtype="bfloat16")  # transformers-4 style attributes
     cfg = Eagle3Config.from_target(smol, draft_vocab_size=8192)
-    assert cfg.aux_layer_ids == [2, 15, 27] and cfg.head_dim == 64 and cfg.torch_dtype == "bfloat16"
+    assert cfg.aux_layer_ids == [1, 14, 26] and cfg.head_dim == 64 and cfg.torch_dtype == "bfloat16"
     assert cfg.rope_theta == 100000.0 and cfg.rope_scaling is None
     assert Eagle3Config.from_target(smol, 8192, aux_layer_ids=[1, 14, 26]).aux_layer_ids == [1, 14, 26]
     with pytest.raises(ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.callclient import CallClient
+from bench.wsclient import CallClient
 
 QUESTION = "How much does it cost to check a bag?"
 
@@ -45,3 +45,37 @@ async def test_spoken_question_gets_spoken_answer(server, speech):
     assert turns[0].caller_text is None and "Skyways" in turns[0].agent_text
     assert "bag" in turns[1].caller_text.lower()
     assert turns[1].agent_text and turns[1].voice_to_voice_ms > 0 and not turns[1].interrupted
+
+
+def turn_events(got, after: float) -> list[tuple[float, dict]]:
+    return [(t, e) for t, e in got.events if t >= after]
+
+
+@pytest.mark.asyncio
+async def test_barge_in_stops_audio_and_keeps_only_heard_text(server, speech):
+    async with CallClient(server.ws_url, "skyways") as client:
+        await wait_greeting(client)
+        await client.stream(speech("Can you tell me everything about your baggage rules and fees?"))
+        t_final = await client.wait_for(
+            lambda got: next((t for t, e in got.events if e["type"] == "transcript" and e["final"]), None)
+        )
+        await client.wait_for(lambda got: sum(len(f) for t, f in got.audio if t > t_final) >= 16000 * 0.6, timeout=60)
+        await client.stream(speech("Wait, sorry, I have a different question about my flight."))
+        t_interrupt = await client.wait_for(
+            lambda got: next((t for t, e in got.events if e["type"] == "interrupt"), None), timeout=30
+        )
+        t_next = await client.wait_for(
+            lambda got: next((t for t, e in got.events if t > t_interrupt and e["type"] == "transcript" and e["final"]), None),
+            timeout=60,
+        )
+        assert not [f for t, f in client.got.audio if t_interrupt < t < t_next], "audio kept coming after interrupt"
+        first_answer = [e for t, e in client.got.events if t_final < t <= t_interrupt + 1 and e["type"] == "agent_text"]
+        streamed = "".join(e["text"] for e in first_answer if not e["final"])
+        heard = next(e["text"] for e in first_answer if e["final"])
+        call_id = client.got.of("ready")[0]["call_id"]
+
+    turns = await server.state.store.run(server.state.store.turns, call_id)
+    interrupted = turns[1]
+    assert interrupted.interrupted and interrupted.agent_text == heard
+    assert len(heard) < len(" ".join(streamed.split()))
+    assert " ".join(streamed.split()).startswith(heard), (heard, streamed)

@@ -1,4 +1,4 @@
-"""A protocol-level /ws/call client for tests: streams audio at real-time pace and records what comes back."""
+"""A protocol-level /ws/call client (tests and benchmarks): streams audio at real-time pace and records what comes back."""
 
 from __future__ import annotations
 
@@ -60,15 +60,18 @@ class CallClient:
     async def send_json(self, obj: dict) -> None:
         await self.ws.send(json.dumps(obj))
 
-    async def stream(self, samples: np.ndarray, frame_ms: int = 20) -> None:
-        """Send float samples as PCM16 frames at real-time pace."""
+    async def stream(self, samples: np.ndarray, frame_ms: int = 20) -> list[float]:
+        """Send float samples as PCM16 frames at real-time pace; returns each frame's send time."""
         step = self.rate * frame_ms // 1000
         t0 = time.monotonic()
+        sent: list[float] = []
         for i, start in enumerate(range(0, len(samples), step)):
             await self.ws.send(float_to_pcm16(samples[start : start + step]))
+            sent.append(time.monotonic())
             delay = t0 + (i + 1) * frame_ms / 1000 - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+        return sent
 
     async def silence(self, seconds: float) -> None:
         await self.stream(np.zeros(int(self.rate * seconds), np.float32))
