@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,6 +13,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
 
 from models import assets
+from models.eagle3 import DrafterCache, Eagle3Drafter, load_drafter
+from models.invariance import make_batch_invariant
+from models.speculative import speculative_decode
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -35,28 +39,42 @@ class GenerationStats:
 
     @property
     def mean_accept_len(self) -> float:
-        """Tokens emitted per decode-time target forward (bonus token included)."""
-        decode_forwards = max(self.target_forwards - 1, 1)
-        return self.new_tokens / decode_forwards if self.new_tokens else 0.0
+        """Tokens emitted per decode-time target forward (bonus token included; the prefill's token excluded)."""
+        return (self.new_tokens - 1) / (self.target_forwards - 1) if self.target_forwards > 1 else 0.0
 
 
 @dataclass
 class Session:
-    """One conversation's KV cache; `ids` are exactly the tokens whose keys and values it holds."""
+    """One conversation's KV cache; `ids` are exactly the tokens whose keys and values it holds.
+
+    With a drafter, `aux` holds the target features [len(ids), 3H] the drafter reads, and `draft_cache`
+    the drafter's own KV cache (position p was fed the embedding of ids[p+1]).
+    """
 
     cache: DynamicCache
     ids: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    aux_layers: list[int] | None = None
+    aux: torch.Tensor | None = None
+    draft_cache: DrafterCache | None = None
 
     def crop(self, n: int) -> None:
         if n < len(self.ids):
             self.cache.crop(n - len(self.ids))
             del self.ids[n:]
+        if self.aux is not None:
+            self.aux = self.aux[:n]
+        if self.draft_cache is not None and self.draft_cache.length > max(n - 1, 0):
+            self.draft_cache.crop(max(n - 1, 0))
 
     def forward(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
         """Run new tokens through the model on top of the cache; logits [len(new_ids), vocab]."""
-        out = model(input_ids=torch.tensor([new_ids]), cache=self.cache, use_cache=True)
+        features = self.aux_layers is not None
+        out = model(input_ids=torch.tensor([new_ids]), cache=self.cache, use_cache=True, output_hidden_states=features)
         self.ids.extend(new_ids)
+        if features:  # layer i's output is hidden_states[i + 1]
+            aux = torch.cat([out.hidden_states[i + 1][0] for i in self.aux_layers], dim=-1)  # [T, 3H]
+            self.aux = aux if self.aux is None else torch.cat([self.aux, aux])
         return out.logits[0].float()
 
     def prefill(self, model: torch.nn.Module, prompt_ids: list[int]) -> tuple[torch.Tensor, int]:
@@ -92,24 +110,57 @@ class Detokenizer:
 
 
 class Engine:
-    """A causal LM with its tokenizer; generation runs in the caller's thread."""
+    """A causal LM with its tokenizer and an optional EAGLE3 drafter; generation runs in the caller's thread."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:
-        self.model = model.eval()
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        drafter: Eagle3Drafter | None = None,
+        draft_tokens: int = 4,
+    ) -> None:
+        self.model = make_batch_invariant(model.eval())
         self.tokenizer = tokenizer
         stop = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
         self.stop_ids = {t for t in stop if isinstance(t, int) and t >= 0}
+        self.draft_tokens = draft_tokens
+        self.drafter: Eagle3Drafter | None = None
+        if drafter is not None:
+            self.set_drafter(drafter)
 
     @classmethod
-    def load(cls, path: Path | None = None, dtype: torch.dtype = torch.bfloat16) -> Engine:
-        """Load a saved model folder, by default the bundled SmolLM2-135M-Instruct."""
+    def load(
+        cls,
+        path: Path | None = None,
+        dtype: torch.dtype = torch.bfloat16,
+        drafter: Path | None = None,
+        draft_tokens: int = 4,
+    ) -> Engine:
+        """Load a saved model folder (default: the bundled SmolLM2-135M-Instruct) and optionally a drafter."""
         path = path or assets.smollm2_safetensors_dir()
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        return cls(model, tokenizer)
+        draft = load_drafter(drafter, dtype=dtype)[0] if drafter else None
+        return cls(model, tokenizer, draft, draft_tokens)
+
+    def set_drafter(self, drafter: Eagle3Drafter | None) -> None:
+        """Use an EAGLE3 drafter (sharing this model's embeddings), or None for plain decoding."""
+        if drafter is not None:
+            cfg, target = drafter.config, self.model.config
+            if (cfg.hidden_size, cfg.vocab_size) != (target.hidden_size, target.vocab_size):
+                raise ValueError(
+                    f"drafter was built for hidden {cfg.hidden_size} / vocab {cfg.vocab_size}, the model has "
+                    f"{target.hidden_size} / {target.vocab_size}: train a drafter for this model"
+                )
+            drafter = drafter.to(self.model.dtype).eval()
+            drafter.set_embedding(self.model.get_input_embeddings())
+        self.drafter = drafter
 
     def new_session(self) -> Session:
-        return Session(cache=DynamicCache(config=self.model.config))
+        session = Session(cache=DynamicCache(config=self.model.config))
+        if self.drafter is not None:
+            session.aux_layers, session.draft_cache = list(self.drafter.config.aux_layer_ids), DrafterCache()
+        return session
 
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
         encoded = self.tokenizer.apply_chat_template(
@@ -127,7 +178,9 @@ class Engine:
         stats: GenerationStats | None = None,
         seed: int | None = None,
     ) -> Iterator[int]:
-        """Plain decoding: yield new token ids until a stop token, the limit, or cancellation."""
+        """Yield new token ids until a stop token, the limit, or cancellation (speculative with a drafter)."""
+        if max_new_tokens <= 0:
+            return
         stats = stats if stats is not None else GenerationStats()
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         with session.lock, torch.inference_mode():
@@ -135,17 +188,31 @@ class Engine:
             logits, stats.reused_tokens = session.prefill(self.model, prompt_ids)
             stats.prompt_tokens, stats.target_forwards = len(prompt_ids), 1
             stats.prefill_s = time.perf_counter() - t0
-            for _ in range(max_new_tokens):
-                token = sample(logits, temperature, generator)
+            first = sample(logits, temperature, generator)
+            if self.drafter is None or session.draft_cache is None:
+                rest = self._plain_decode(session, first, temperature, stats, generator)
+            else:
+                rest = speculative_decode(
+                    self.model, self.drafter, session, first, self.draft_tokens, temperature, stats, cancelled, generator
+                )
+            for token in itertools.chain([first], rest):
                 if token in self.stop_ids:
                     break
                 stats.new_tokens += 1
                 yield token
                 if cancelled() or stats.new_tokens >= max_new_tokens:
                     break
-                logits = session.forward(self.model, [token])[-1]
-                stats.target_forwards += 1
             stats.decode_s = time.perf_counter() - t0 - stats.prefill_s
+
+    def _plain_decode(
+        self, session: Session, token: int, temperature: float, stats: GenerationStats, generator: torch.Generator | None
+    ) -> Iterator[int]:
+        """One target forward per token."""
+        while True:
+            logits = session.forward(self.model, [token])[-1]
+            stats.target_forwards += 1
+            token = sample(logits, temperature, generator)
+            yield token
 
     def generate_text(self, session: Session, prompt_ids: list[int], max_new_tokens: int, **kwargs) -> Iterator[str]:
         """`generate`, as text deltas."""

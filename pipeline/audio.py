@@ -1,4 +1,4 @@
-"""PCM16 conversions and resampling (soxr) for mono audio."""
+"""PCM16 and G.711 (mu-law, A-law) conversions and resampling (soxr) for mono audio."""
 
 from __future__ import annotations
 
@@ -17,7 +17,67 @@ def pcm16_to_float(data: bytes) -> np.ndarray:
 
 def float_to_pcm16(samples: np.ndarray) -> bytes:
     """float32 in [-1, 1] -> little-endian signed 16-bit bytes (clipped)."""
-    return (np.clip(samples, -1.0, 32767 / PCM16_MAX) * PCM16_MAX).astype("<i2").tobytes()
+    return _int16(samples).astype("<i2").tobytes()
+
+
+def _int16(samples: np.ndarray) -> np.ndarray:
+    """int16 samples as they are; float samples in [-1, 1] scaled and clipped to int16."""
+    if samples.dtype == np.int16:
+        return samples
+    return (np.clip(samples, -1.0, 32767 / PCM16_MAX) * PCM16_MAX).astype(np.int16)
+
+
+# ---- G.711 (ITU-T), the segment tables of the reference implementation ------------------------
+_ULAW_SEG_END = np.array([0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF, 0x1FFF])
+_ALAW_SEG_END = np.array([0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF])
+_ULAW_CLIP, _ULAW_BIAS = 8159, 0x84
+
+
+def mulaw_encode(samples: np.ndarray) -> bytes:
+    """float32 in [-1, 1] or int16 samples -> G.711 mu-law bytes (14-bit magnitude, bias 33, 8 segments)."""
+    x = _int16(np.asarray(samples)).astype(np.int32) >> 2
+    mask = np.where(x < 0, 0x7F, 0xFF)
+    magnitude = np.minimum(np.abs(x), _ULAW_CLIP) + (_ULAW_BIAS >> 2)
+    seg = np.searchsorted(_ULAW_SEG_END, magnitude)  # first segment whose end >= magnitude; never 8 after the clip
+    code = (seg << 4) | ((magnitude >> (seg + 1)) & 0xF)
+    return (code ^ mask).astype(np.uint8).tobytes()
+
+
+def _mulaw_table() -> np.ndarray:
+    u = ~np.arange(256, dtype=np.int32) & 0xFF
+    t = (((u & 0xF) << 3) + _ULAW_BIAS) << ((u & 0x70) >> 4)
+    return np.where(u & 0x80, _ULAW_BIAS - t, t - _ULAW_BIAS).astype(np.int16)
+
+
+def alaw_encode(samples: np.ndarray) -> bytes:
+    """float32 in [-1, 1] or int16 samples -> G.711 A-law bytes (13-bit magnitude, even bits inverted)."""
+    x = _int16(np.asarray(samples)).astype(np.int32) >> 3
+    mask = np.where(x >= 0, 0xD5, 0x55)
+    magnitude = np.where(x >= 0, x, -x - 1)
+    seg = np.searchsorted(_ALAW_SEG_END, magnitude)  # 0..7: a 13-bit magnitude never passes 0xFFF
+    code = (seg << 4) | ((magnitude >> np.maximum(seg, 1)) & 0xF)
+    return (code ^ mask).astype(np.uint8).tobytes()
+
+
+def _alaw_table() -> np.ndarray:
+    a = np.arange(256, dtype=np.int32) ^ 0x55
+    seg = (a & 0x70) >> 4
+    t = ((a & 0xF) << 4) + np.where(seg == 0, 8, 0x108)
+    t = t << np.maximum(seg - 1, 0)
+    return np.where(a & 0x80, t, -t).astype(np.int16)
+
+
+_MULAW_TO_PCM16, _ALAW_TO_PCM16 = _mulaw_table(), _alaw_table()
+
+
+def mulaw_decode(data: bytes) -> np.ndarray:
+    """G.711 mu-law bytes -> float32 in [-1, 1)."""
+    return _MULAW_TO_PCM16[np.frombuffer(data, np.uint8)].astype(np.float32) / PCM16_MAX
+
+
+def alaw_decode(data: bytes) -> np.ndarray:
+    """G.711 A-law bytes -> float32 in [-1, 1)."""
+    return _ALAW_TO_PCM16[np.frombuffer(data, np.uint8)].astype(np.float32) / PCM16_MAX
 
 
 def resample(samples: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import threading
-from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Protocol, TypeVar
+
+import httpx
 
 from models.engine import Engine, GenerationStats
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class LLMError(RuntimeError):
@@ -30,8 +38,34 @@ class LLMBackend(Protocol):
 
     async def warmup(self) -> None: ...
 
+    async def aclose(self) -> None: ...
+
 
 _DONE = object()
+
+
+async def iterate_in_thread(executor: Executor, produce: Callable[[], Iterator[T]], stop: threading.Event) -> AsyncIterator[T]:
+    """Run the blocking iterator `produce()` in `executor` and yield its items here; leaving early sets `stop`."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+
+    def work() -> None:
+        try:
+            for item in produce():
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+        except Exception as e:  # noqa: BLE001 - handed to the consumer
+            loop.call_soon_threadsafe(queue.put_nowait, e)
+        finally:
+            loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+
+    loop.run_in_executor(executor, work)
+    try:
+        while (item := await queue.get()) is not _DONE:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 class EmbeddedSession:
@@ -43,31 +77,22 @@ class EmbeddedSession:
         self.last_stats = GenerationStats()
 
     async def stream(self, messages: list[dict], temperature: float, max_tokens: int) -> AsyncIterator[str]:
-        engine, loop = self.backend.engine, asyncio.get_running_loop()
+        engine = self.backend.engine
         prompt = engine.encode_chat(messages)
-        queue: asyncio.Queue = asyncio.Queue()
         stop = threading.Event()
         self.last_stats = stats = GenerationStats()
 
-        def work() -> None:
-            try:
-                for delta in engine.generate_text(
-                    self.session, prompt, max_tokens, temperature=temperature, cancelled=stop.is_set, stats=stats
-                ):
-                    loop.call_soon_threadsafe(queue.put_nowait, delta)
-            except Exception as e:  # noqa: BLE001 - handed to the consumer
-                loop.call_soon_threadsafe(queue.put_nowait, e)
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+        def produce() -> Iterator[str]:
+            return engine.generate_text(
+                self.session, prompt, max_tokens, temperature=temperature, cancelled=stop.is_set, stats=stats
+            )
 
-        loop.run_in_executor(self.backend.executor, work)
         try:
-            while (item := await queue.get()) is not _DONE:
-                if isinstance(item, Exception):
-                    raise LLMError(f"embedded engine failed: {item}") from item
-                yield item
-        finally:
-            stop.set()
+            async with contextlib.aclosing(iterate_in_thread(self.backend.executor, produce, stop)) as deltas:
+                async for delta in deltas:
+                    yield delta
+        except Exception as e:
+            raise LLMError(f"embedded engine failed: {e}") from e
 
     async def aclose(self) -> None:
         self.session = None  # type: ignore[assignment]
@@ -89,3 +114,130 @@ class EmbeddedLLM:
         session = self.open_session()
         async for _ in session.stream([{"role": "user", "content": "Hello"}], 0.0, 4):
             pass
+
+    async def aclose(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def chunk_delta(data: str) -> str:
+    """The content delta of one `chat.completion.chunk` SSE payload ("" for role-only and usage chunks)."""
+    try:
+        chunk = json.loads(data)
+        if "error" in chunk:
+            error = chunk["error"]
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise LLMError(f"the LLM server reported an error: {message}")
+        choices = chunk["choices"]
+        content = choices[0]["delta"].get("content") if choices else ""
+        if content is not None and not isinstance(content, str):
+            raise TypeError(content)
+        return content or ""
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise LLMError(f"malformed stream chunk from the LLM server: {data[:200]!r}") from e
+
+
+async def error_text(response: httpx.Response) -> str:
+    """The `error.message` of an OpenAI-style error body, else the start of the body."""
+    body = (await response.aread()).decode(errors="replace")
+    try:
+        return str(json.loads(body)["error"]["message"])
+    except (ValueError, TypeError, KeyError):
+        return body[:300]
+
+
+class OpenAICompatSession:
+    """One call on a remote OpenAI-compatible server: each turn sends the whole conversation."""
+
+    def __init__(self, backend: OpenAICompatLLM) -> None:
+        self.backend = backend
+
+    def stream(self, messages: list[dict], temperature: float, max_tokens: int) -> AsyncIterator[str]:
+        return self.backend.stream(messages, temperature, max_tokens)
+
+    async def aclose(self) -> None:
+        """Nothing to free: the server keeps no per-call state."""
+
+
+class OpenAICompatLLM:
+    """Streams chat completions from any OpenAI-compatible server (SGLang in production)."""
+
+    name = "sglang"
+
+    def __init__(self, base_url: str, model: str | None = None, timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        self.model, self.timeout = model, timeout
+        self.client = httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(timeout))
+
+    def open_session(self) -> OpenAICompatSession:
+        return OpenAICompatSession(self)
+
+    async def served_models(self) -> list[str]:
+        """The model ids the server lists at GET /v1/models."""
+        async with self._errors():
+            response = await self.client.get("/v1/models")
+            if response.status_code != 200:
+                reason = await error_text(response)
+                raise LLMError(f"{self.base_url}/v1/models answered HTTP {response.status_code}: {reason}")
+        try:
+            return [str(m["id"]) for m in response.json()["data"]]
+        except (ValueError, TypeError, KeyError) as e:
+            raise LLMError(f"malformed /v1/models answer from {self.base_url}: {response.text[:200]!r}") from e
+
+    async def model_id(self) -> str:
+        """The model to ask for: the configured one, else the first the server lists."""
+        if self.model is None:
+            models = await self.served_models()
+            if not models:
+                raise LLMError(f"{self.base_url}/v1/models lists no model")
+            self.model = models[0]
+        return self.model
+
+    async def stream(self, messages: list[dict], temperature: float, max_tokens: int) -> AsyncIterator[str]:
+        """Text deltas from POST /v1/chat/completions with stream=true; any failure is an LLMError."""
+        body = {
+            "model": await self.model_id(),
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "stream": True,
+        }
+        async with self._errors(), self.client.stream("POST", "/v1/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                reason = await error_text(response)
+                raise LLMError(f"{self.base_url}/v1/chat/completions answered HTTP {response.status_code}: {reason}")
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                if delta := chunk_delta(data):
+                    yield delta
+            raise LLMError(f"{self.base_url} closed the stream before [DONE]")
+
+    @contextlib.asynccontextmanager
+    async def _errors(self) -> AsyncIterator[None]:
+        """Turn transport failures into LLMErrors that say what to check."""
+        try:
+            yield
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            raise LLMError(f"cannot reach the LLM server at {self.base_url} ({e!r}): start it or fix --llm-url") from e
+        except httpx.TimeoutException as e:
+            message = f"the LLM server at {self.base_url} sent nothing for {self.timeout:g} s ({e!r}): is it overloaded?"
+            raise LLMError(message) from e
+        except httpx.HTTPError as e:
+            raise LLMError(f"the stream from the LLM server at {self.base_url} failed: {e!r}") from e
+
+    async def warmup(self) -> None:
+        """Check the server answers; an unreachable one is logged, not fatal (calls speak the fallback line)."""
+        try:
+            models = await self.served_models()
+        except LLMError as e:
+            log.warning("LLM server not ready: %s", e)
+            return
+        if self.model is None and models:
+            self.model = models[0]
+        log.info("LLM server %s serves %s; using %s", self.base_url, models, self.model)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

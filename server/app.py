@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
+from pipeline.llm import EmbeddedLLM, LLMBackend, OpenAICompatLLM
 from pipeline.metrics import Metrics
 from pipeline.profile import Profile, load_profiles
 from pipeline.stages import Stages, load_stages
 from pipeline.store import Store
-from server.routes import health, profiles
+from server.routes import health, page, profiles
 from server.settings import Settings
 from server.transports import browser
 
@@ -29,14 +30,17 @@ class AppState:
     metrics: Metrics
 
 
-def build_llm(settings: Settings):
+def build_llm(settings: Settings) -> LLMBackend:
     """The LLM backend named by the settings."""
+    if settings.llm == "sglang":
+        if not settings.llm_url:
+            raise ValueError("--llm sglang needs --llm-url http://HOST:PORT")
+        return OpenAICompatLLM(settings.llm_url, timeout=settings.llm_timeout)
     if settings.llm != "embedded":
-        raise ValueError(f"unknown LLM backend '{settings.llm}': use 'embedded'")
+        raise ValueError(f"unknown LLM backend '{settings.llm}': use 'embedded' or 'sglang'")
     import torch
 
     from models.engine import Engine
-    from pipeline.llm import EmbeddedLLM
 
     torch.set_num_threads(settings.threads.llm)
     return EmbeddedLLM(Engine.load(settings.model_path))
@@ -63,9 +67,12 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
         log.info("Talkline ready: %d profiles, LLM backend %s", len(profiles_by_id), loaded.llm.name)
         yield
         store.engine.dispose()
+        if stages is None:
+            await loaded.llm.aclose()
 
     app = FastAPI(title="Talkline", lifespan=lifespan)
     app.include_router(health.router)
     app.include_router(profiles.router)
     app.include_router(browser.router)
+    app.include_router(page.router)
     return app

@@ -22,7 +22,13 @@ def serve(
     port: Annotated[int, typer.Option(envvar="TALKLINE_PORT")] = 8000,
     profiles: Annotated[Path | None, typer.Option(envvar="TALKLINE_PROFILES", help="folder of profile YAML files")] = None,
     db: Annotated[str, typer.Option(envvar="TALKLINE_DB", help="SQLAlchemy database URL")] = "sqlite:///talkline.db",
-    llm: Annotated[str, typer.Option(envvar="TALKLINE_LLM", help="LLM backend: embedded")] = "embedded",
+    llm: Annotated[str, typer.Option(envvar="TALKLINE_LLM", help="LLM backend: embedded or sglang")] = "embedded",
+    llm_url: Annotated[
+        str | None, typer.Option(envvar="TALKLINE_LLM_URL", help="http://HOST:PORT of an OpenAI-compatible server (--llm sglang)")
+    ] = None,
+    llm_timeout: Annotated[
+        float, typer.Option(envvar="TALKLINE_LLM_TIMEOUT", help="seconds to wait for the LLM server before the fallback line")
+    ] = 10.0,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Run the voice server (embedded models) on HOST:PORT."""
@@ -32,8 +38,32 @@ def serve(
     from server.settings import DEFAULT_PROFILES, Settings
 
     _logging(log_level)
-    settings = Settings(host=host, port=port, profiles_dir=profiles or DEFAULT_PROFILES, db_url=db, llm=llm)
+    settings = Settings(
+        host=host,
+        port=port,
+        profiles_dir=profiles or DEFAULT_PROFILES,
+        db_url=db,
+        llm=llm,
+        llm_url=llm_url,
+        llm_timeout=llm_timeout,
+    )
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level, ws_max_size=1 << 20)
+
+
+@app.command("engine")
+def engine_command(
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
+    port: Annotated[int, typer.Option()] = 30000,
+    drafter: Annotated[Path | None, typer.Option(help="EAGLE3 drafter folder for speculative decoding")] = None,
+    log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
+) -> None:
+    """Serve the embedded LLM engine as an OpenAI-compatible API (/v1/chat/completions) on HOST:PORT."""
+    import uvicorn
+
+    from server.openai_api import create_engine_app, load_engine
+
+    _logging(log_level)
+    uvicorn.run(create_engine_app(load_engine(drafter), drafter), host=host, port=port, log_level=log_level)
 
 
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
@@ -52,6 +82,19 @@ def bench_latency(
     from bench import latency
 
     latency.main(audio, url, profile, calls, out)
+
+
+@bench_app.command("spec")
+def bench_spec(
+    prompts: Annotated[Path, typer.Option(help="JSONL: {profile, messages} per line")] = Path("bench/prompts.jsonl"),
+    drafter: Annotated[Path | None, typer.Option(help="EAGLE3 drafter folder; default: a random one")] = None,
+    max_new_tokens: Annotated[int, typer.Option()] = 64,
+    out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+) -> None:
+    """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness."""
+    from bench import spec
+
+    spec.main(prompts, drafter, max_new_tokens, out)
 
 
 MULTI_VALUE_OPTIONS = ("--audio",)

@@ -22,6 +22,8 @@ class Settings:
     profiles_dir: Path = field(default_factory=lambda: Path(_env("PROFILES", str(DEFAULT_PROFILES))))
     db_url: str = field(default_factory=lambda: _env("DB", "sqlite:///talkline.db"))
     llm: str = field(default_factory=lambda: _env("LLM", "embedded"))
+    llm_url: str | None = field(default_factory=lambda: _env("LLM_URL", "") or None)
+    llm_timeout: float = field(default_factory=lambda: float(_env("LLM_TIMEOUT", "10")))
     model_path: Path | None = None
     threads: ThreadBudget = ThreadBudget()
     warmup: bool = True

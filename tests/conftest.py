@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import uvicorn
@@ -82,3 +87,34 @@ def server(stages, tmp_path_factory):
     settings = Settings(db_url=f"sqlite:///{db}", warmup=False)
     with ServerThread(create_app(settings, stages=stages), free_port()) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def engine_proc():
+    """The `talkline engine` subprocess, started before the in-process models load so both load at once."""
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # same intra-op threads as the in-process engine: same greedy output
+    cmd = [sys.executable, "-m", "server.cli", "engine", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    yield proc, f"http://127.0.0.1:{port}"
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def engine_url(engine_proc, stages) -> str:
+    proc, url = engine_proc
+    deadline = time.monotonic() + 120
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"talkline engine exited with {proc.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return url
+        if time.monotonic() > deadline:
+            raise RuntimeError("talkline engine did not answer /health within 120 s")
+        time.sleep(0.2)

@@ -1,0 +1,112 @@
+"""Plain greedy vs speculative greedy on the embedded engine, side by side in one process."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from models.eagle3 import random_drafter
+from models.engine import Engine, GenerationStats, Session
+from pipeline.profile import Profile, load_profiles, parse_profile
+from pipeline.prompt import Message, build_messages
+from server.settings import DEFAULT_PROFILES
+
+FOLLOW_UP = "Thanks. Could you say that again more briefly?"
+
+
+@dataclass
+class Run:
+    tokens: list[int]
+    ttft_s: float
+    decode_s: float
+    stats: GenerationStats
+
+
+def timed(engine: Engine, session: Session, prompt: list[int], max_new: int) -> Run:
+    """Generate greedily; time to first token and the decode time after it."""
+    stats, tokens = GenerationStats(), []
+    t0 = time.perf_counter()
+    ttft = 0.0
+    for token in engine.generate(session, prompt, max_new, stats=stats):
+        if not tokens:
+            ttft = time.perf_counter() - t0
+        tokens.append(token)
+    return Run(tokens, ttft, time.perf_counter() - t0 - ttft, stats)
+
+
+def load_prompts(path: Path, profiles_dir: Path = DEFAULT_PROFILES) -> list[tuple[Profile, list[Message]]]:
+    """JSONL lines {"profile": <id or object>, "messages": [{"role", "content"}, ...]}."""
+    known = load_profiles(profiles_dir)
+    prompts = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        ref = row["profile"]
+        profile = known[ref] if isinstance(ref, str) else parse_profile(ref, f"{path}:{n}")
+        prompts.append((profile, [Message(m["role"], m["content"]) for m in row["messages"]]))
+    return prompts
+
+
+def median_ms(values: list[float]) -> float:
+    return round(statistics.median(values) * 1000, 1) if values else 0.0
+
+
+def compare(plain: Engine, spec: Engine, prompts, max_new: int) -> dict:
+    rows, lossless = [], True
+    plain_tokens = plain_time = spec_tokens = spec_time = 0.0
+    verify, emitted_after_prefill = 0, 0
+    ttft, followup = [], []
+    for profile, history in prompts:
+        prompt = plain.encode_chat(build_messages(profile, history))
+        a = timed(plain, plain.new_session(), prompt, max_new)
+        session = spec.new_session()
+        b = timed(spec, session, prompt, max_new)
+        same = a.tokens == b.tokens
+        lossless &= same
+        plain_tokens, plain_time = plain_tokens + len(a.tokens) - 1, plain_time + a.decode_s
+        spec_tokens, spec_time = spec_tokens + len(b.tokens) - 1, spec_time + b.decode_s
+        verify += b.stats.target_forwards - 1
+        emitted_after_prefill += b.stats.new_tokens - 1
+        ttft.append(b.ttft_s)
+        reply = spec.tokenizer.decode(b.tokens, skip_special_tokens=True)
+        more = history + [Message("assistant", reply), Message("user", FOLLOW_UP)]
+        c = timed(spec, session, spec.encode_chat(build_messages(profile, more)), 1)
+        followup.append(c.ttft_s)
+        rows.append({"profile": profile.id, "prompt": history[-1].content, "identical": same,
+                     "plain_tokens": len(a.tokens), "spec_accept_len": round(b.stats.mean_accept_len, 2),
+                     "followup_new_tokens": c.stats.prompt_tokens - c.stats.reused_tokens})
+    plain_tok_s = plain_tokens / plain_time if plain_time else 0.0
+    spec_tok_s = spec_tokens / spec_time if spec_time else 0.0
+    return {
+        "n": len(rows),
+        "plain_tok_s": round(plain_tok_s, 1),
+        "spec_tok_s": round(spec_tok_s, 1),
+        "speedup": round(spec_tok_s / plain_tok_s, 2) if plain_tok_s else 0.0,
+        "mean_accept_len": round(emitted_after_prefill / verify, 2) if verify else 0.0,
+        "lossless": lossless,
+        "ttft_ms": median_ms(ttft),
+        "followup_ttft_ms": median_ms(followup),
+        "draft_tokens": spec.draft_tokens,
+        "prompts": rows,
+    }
+
+
+def main(prompts_file: Path, drafter: Path | None, max_new_tokens: int, out: Path | None, threads: int = 1) -> dict:
+    torch.set_num_threads(threads)
+    plain = Engine.load()
+    draft = None if drafter else random_drafter(plain.model.config, 8192, seed=0)
+    spec = Engine.load(drafter=drafter) if drafter else Engine(plain.model, plain.tokenizer, draft)
+    report = {"drafter": str(drafter) if drafter else "random (untrained, seed 0)", "threads": threads,
+              **compare(plain, spec, load_prompts(prompts_file), max_new_tokens)}
+    print(f"drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
+    for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "ttft_ms", "followup_ttft_ms"):
+        print(f"  {key:<18} {report[key]}")
+    if out:
+        out.write_text(json.dumps(report, indent=2))
+    return report

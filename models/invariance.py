@@ -1,0 +1,71 @@
+"""Batch-invariant kernels: a token's logits do not depend on how many tokens share its forward pass.
+
+Verifying k drafted tokens in one target forward must give bit-identical logits to decoding them one
+at a time, or greedy speculative decoding is not lossless in bf16. On this CPU two things break that:
+bf16 GEMMs with a single row take a different kernel than with two or more rows, and SDPA over a block
+of queries reduces differently than over one. So single-row linears run as two identical rows, and
+short query blocks (decode, verify) attend one row at a time over exactly that row's causal prefix.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AttentionInterface
+
+ATTENTION = "talkline_rowwise"
+MAX_ROWWISE = 16
+
+
+def rowwise_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """query [B, Hq, T, D], key/value [B, Hkv, S, D] -> ([B, T, Hq, D], None); causal, cache-aligned."""
+    rows, total = query.shape[2], key.shape[2]
+    if query.shape[0] != 1:
+        raise ValueError("the embedded engine runs one sequence per forward")
+    if rows > MAX_ROWWISE:  # a prefill: the queries are the last `rows` positions of the sequence
+        causal = torch.ones(rows, total, dtype=torch.bool).tril(diagonal=total - rows)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=causal, scale=scaling, enable_gqa=True)
+        return out.transpose(1, 2).contiguous(), None
+    out = [
+        F.scaled_dot_product_attention(
+            query[:, :, t : t + 1],
+            key[:, :, : total - rows + t + 1],
+            value[:, :, : total - rows + t + 1],
+            scale=scaling,
+            enable_gqa=True,
+        )
+        for t in range(rows)
+    ]  # each [B, Hq, 1, D]
+    return torch.cat(out, dim=2).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(ATTENTION, rowwise_attention)
+
+
+class RowStableLinear(nn.Linear):
+    """nn.Linear that never runs a one-row GEMM (it takes a different bf16 kernel than 2+ rows)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.numel() // x.shape[-1] != 1:
+            return F.linear(x, self.weight, self.bias)
+        flat = x.reshape(1, x.shape[-1])
+        return F.linear(flat.expand(2, -1), self.weight, self.bias)[:1].reshape(*x.shape[:-1], -1)
+
+
+def make_batch_invariant(model: nn.Module) -> nn.Module:
+    """Switch a HF causal LM to the kernels above, in place."""
+    for module in model.modules():
+        if type(module) is nn.Linear:
+            module.__class__ = RowStableLinear
+    model.set_attn_implementation(ATTENTION)
+    return model

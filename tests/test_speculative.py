@@ -1,0 +1,126 @@
+"""Speculative decoding: lossless greedy output, the rejection-sampling rule, cache reuse and crop, cancellation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models.eagle3 import random_drafter
+from models.engine import Engine, GenerationStats
+from models.speculative import accept_drafts
+
+PROMPTS = [
+    "How much does it cost to check a bag?",
+    "Tell me a short story about a cat.",
+    "What is two plus two?",
+    "List three colors and explain why you like them.",
+]
+
+
+@pytest.fixture(scope="module")
+def engines(stages):
+    plain = stages.llm.engine
+    spec = Engine(plain.model, plain.tokenizer, random_drafter(plain.model.config, 8192, seed=0), draft_tokens=4)
+    return plain, spec
+
+
+def run(engine: Engine, messages, session=None, max_new=48, **kw) -> tuple[list[int], GenerationStats]:
+    stats = GenerationStats()
+    session = session or engine.new_session()
+    return list(engine.generate(session, engine.encode_chat(messages), max_new, stats=stats, **kw)), stats
+
+
+@pytest.mark.parametrize("question", PROMPTS)
+def test_greedy_speculative_output_equals_plain_greedy(engines, question):
+    plain, spec = engines
+    messages = [{"role": "user", "content": question}]
+    want, plain_stats = run(plain, messages)
+    got, spec_stats = run(spec, messages)
+    assert got == want
+    assert spec_stats.drafted_tokens > 0 and plain_stats.drafted_tokens == 0
+
+
+def test_follow_up_turn_reuses_cache_and_stays_lossless(engines):
+    plain, spec = engines
+    for engine in engines:
+        engine._session = engine.new_session()
+    first = [{"role": "system", "content": "You are a helpful airline agent. A bag costs 30 dollars."},
+             {"role": "user", "content": "How much is a bag?"}]
+    outputs = {}
+    for name, engine in (("plain", plain), ("spec", spec)):
+        reply, _ = run(engine, first, session=engine._session)
+        follow = first + [{"role": "assistant", "content": engine.tokenizer.decode(reply, skip_special_tokens=True)},
+                          {"role": "user", "content": "And a second bag?"}]
+        again, stats = run(engine, follow, session=engine._session)
+        assert stats.reused_tokens >= len(engine.encode_chat(first))
+        assert stats.prompt_tokens - stats.reused_tokens < 40
+        outputs[name] = (reply, again)
+    assert outputs["plain"] == outputs["spec"]
+
+
+def test_truncated_history_crops_the_cache_to_the_common_prefix(engines):
+    for engine in engines:
+        session = engine.new_session()
+        messages = [{"role": "user", "content": "Describe your baggage rules in detail."}]
+        reply, _ = run(engine, messages, session=session)
+        text = engine.tokenizer.decode(reply, skip_special_tokens=True)
+        cut = messages + [{"role": "assistant", "content": " ".join(text.split()[:3])},
+                          {"role": "user", "content": "Sorry, what about pets?"}]
+        prompt = engine.encode_chat(cut)
+        cached = list(session.ids)
+        common = next(i for i, (a, b) in enumerate(zip(cached + [-1], prompt + [-2])) if a != b)
+        assert 0 < common < len(cached)
+        with torch.inference_mode():
+            logits, reused = session.prefill(engine.model, prompt)
+            fresh_logits, _ = engine.new_session().prefill(engine.model, prompt)
+        assert reused == common
+        assert session.ids == prompt and session.cache.get_seq_length() == len(prompt)
+        if session.aux is not None:
+            assert session.aux.shape[0] == len(prompt) and session.draft_cache.length <= len(prompt) - 1
+        # what stayed cached is the same prefix a fresh prefill computes (up to bf16 rounding)
+        assert torch.nn.functional.cosine_similarity(logits, fresh_logits, dim=0) > 0.995
+
+
+def test_cancellation_stops_within_one_step(engines):
+    for engine in engines:
+        emitted: list[int] = []
+        stats = GenerationStats()
+        prompt = engine.encode_chat([{"role": "user", "content": "Count from one to fifty."}])
+        for token in engine.generate(engine.new_session(), prompt, 64, stats=stats, cancelled=lambda: len(emitted) >= 3):
+            emitted.append(token)
+        assert len(emitted) == 3
+
+
+def test_sampling_with_a_drafter_runs_and_is_reproducible(engines):
+    _, spec = engines
+    messages = [{"role": "user", "content": "Say something nice."}]
+    a, _ = run(spec, messages, temperature=0.8, seed=7)
+    b, _ = run(spec, messages, temperature=0.8, seed=7)
+    assert a == b and len(a) > 0
+
+
+def test_rejection_sampling_matches_the_target_distribution():
+    """On a 5-token vocabulary the first and the bonus token follow the target's distribution, whatever the drafter."""
+    gen = torch.Generator().manual_seed(0)
+    target_logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, 0.0], [0.0, 1.5, -0.5, 1.0, 0.2]])
+    p = torch.softmax(target_logits, dim=-1)
+    q = torch.tensor([[0.05, 0.6, 0.05, 0.25, 0.05]])  # a poor drafter
+    counts_first = torch.zeros(5)
+    counts_second = torch.zeros(5)
+    trials = 40000
+    for _ in range(trials):
+        draft = int(torch.multinomial(q[0], 1, generator=gen))
+        accepted, token = accept_drafts(target_logits, [draft], q, temperature=1.0, generator=gen)
+        first = draft if accepted == 1 else token
+        counts_first[first] += 1
+        if accepted == 1:
+            counts_second[token] += 1
+    assert torch.allclose(counts_first / trials, p[0], atol=0.01), (counts_first / trials, p[0])
+    assert torch.allclose(counts_second / counts_second.sum(), p[1], atol=0.015)
+
+
+def test_greedy_acceptance_rule():
+    logits = torch.tensor([[0.0, 5.0, 0.0], [0.0, 0.0, 5.0], [5.0, 0.0, 0.0]])
+    assert accept_drafts(logits, [1, 2], None, 0.0) == (2, 0)
+    assert accept_drafts(logits, [1, 0], None, 0.0) == (1, 2)
+    assert accept_drafts(logits, [2, 2], None, 0.0) == (0, 1)
