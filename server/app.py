@@ -14,9 +14,9 @@ from pipeline.metrics import Metrics
 from pipeline.profile import Profile, load_profiles
 from pipeline.stages import Stages, load_stages
 from pipeline.store import Store
-from server.routes import health, page, profiles
+from server.routes import health, page, profiles, twilio_webhook
 from server.settings import Settings
-from server.transports import browser
+from server.transports import browser, telnyx, twilio, vonage
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,9 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
     """The app; pass `stages` to share already loaded models (tests, several apps in one process)."""
     settings = settings or Settings()
     profiles_by_id = load_profiles(settings.profiles_dir)
+    settings.check_phone_routing(profiles_by_id)
+    if not settings.twilio_auth_token:
+        log.warning("TALKLINE_TWILIO_AUTH_TOKEN is not set: POST /twilio/voice does not check webhook signatures")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -74,5 +77,7 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
     app.include_router(health.router)
     app.include_router(profiles.router)
     app.include_router(browser.router)
+    for phone in (twilio_webhook, twilio, telnyx, vonage):
+        app.include_router(phone.router)
     app.include_router(page.router)
     return app

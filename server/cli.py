@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
+from training.cli import eval_command, export_command, train_app
+from training.drafter.cli import train_drafter_command
+
 app = typer.Typer(help="Talkline: a self-hostable real-time voice agent server.", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+train_app.command("drafter")(train_drafter_command)
+app.command("eval")(eval_command)
+app.command("export")(export_command)
+MODEL_HELP = "embedded LLM: tuned (SmolLM2 + the committed adapter; base until one exists), base, or a model/adapter folder"
 
 
 def _logging(level: str) -> None:
@@ -29,11 +37,13 @@ def serve(
     llm_timeout: Annotated[
         float, typer.Option(envvar="TALKLINE_LLM_TIMEOUT", help="seconds to wait for the LLM server before the fallback line")
     ] = 10.0,
+    model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Run the voice server (embedded models) on HOST:PORT."""
     import uvicorn
 
+    from models.assets import llm_dir
     from server.app import create_app
     from server.settings import DEFAULT_PROFILES, Settings
 
@@ -46,6 +56,7 @@ def serve(
         llm=llm,
         llm_url=llm_url,
         llm_timeout=llm_timeout,
+        model_path=llm_dir(model) if llm == "embedded" else None,
     )
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level, ws_max_size=1 << 20)
 
@@ -55,15 +66,17 @@ def engine_command(
     host: Annotated[str, typer.Option()] = "127.0.0.1",
     port: Annotated[int, typer.Option()] = 30000,
     drafter: Annotated[Path | None, typer.Option(help="EAGLE3 drafter folder for speculative decoding")] = None,
+    model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Serve the embedded LLM engine as an OpenAI-compatible API (/v1/chat/completions) on HOST:PORT."""
     import uvicorn
 
+    from models.assets import llm_dir
     from server.openai_api import create_engine_app, load_engine
 
     _logging(log_level)
-    uvicorn.run(create_engine_app(load_engine(drafter), drafter), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_engine_app(load_engine(drafter, llm_dir(model)), drafter), host=host, port=port, log_level=log_level)
 
 
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)

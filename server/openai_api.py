@@ -29,15 +29,16 @@ log = logging.getLogger(__name__)
 MODEL_ID = "talkline-smollm2-135m"
 
 
-def load_engine(drafter: Path | None = None) -> Engine:
-    """The bundled engine; the one place a drafter is applied, once `Engine.load` accepts `drafter=`."""
+def load_engine(drafter: Path | None = None, path: Path | None = None) -> Engine:
+    """The engine (model folder `path`, default the tuned model); the one place a drafter is applied, once
+    `Engine.load` accepts `drafter=`."""
     options = {}
     if drafter is not None:
         if "drafter" in inspect.signature(Engine.load).parameters:
             options["drafter"] = drafter
         else:
             log.warning("this engine has no speculative decoding yet: ignoring --drafter %s", drafter)
-    return Engine.load(**options)
+    return Engine.load(path, **options)
 
 
 class TextPart(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,17 @@ DEFAULT_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 
 def _env(name: str, default: str) -> str:
     return os.environ.get(f"TALKLINE_{name}", default)
+
+
+def parse_number_profiles(text: str) -> dict[str, str]:
+    """'+15551234567=skyways,+15557654321=northbank' -> {number: profile id}."""
+    pairs = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        number, sep, profile = (s.strip() for s in item.partition("="))
+        if not (sep and number and profile):
+            raise ValueError(f"TALKLINE_NUMBER_PROFILES: '{item}' is not NUMBER=PROFILE")
+        pairs[number] = profile
+    return pairs
 
 
 @dataclass
@@ -28,3 +40,14 @@ class Settings:
     threads: ThreadBudget = ThreadBudget()
     warmup: bool = True
     max_frame_bytes: int = 64 * 1024
+    public_url: str | None = field(default_factory=lambda: _env("PUBLIC_URL", "") or None)
+    twilio_auth_token: str | None = field(default_factory=lambda: _env("TWILIO_AUTH_TOKEN", "") or None)
+    number_profiles: dict[str, str] = field(default_factory=lambda: parse_number_profiles(_env("NUMBER_PROFILES", "")))
+    default_profile: str | None = field(default_factory=lambda: _env("DEFAULT_PROFILE", "") or None)
+
+    def check_phone_routing(self, profile_ids: Collection[str]) -> None:
+        """Fill in the default phone profile (first id alphabetically); fail on a number or default that names no profile."""
+        self.default_profile = self.default_profile or min(profile_ids)
+        unknown = sorted({self.default_profile, *self.number_profiles.values()} - set(profile_ids))
+        if unknown:
+            raise ValueError(f"TALKLINE_DEFAULT_PROFILE / TALKLINE_NUMBER_PROFILES name unknown profiles: {', '.join(unknown)}")

@@ -17,10 +17,12 @@ import pytest
 import uvicorn
 
 from pipeline.audio import resample
+from pipeline.profile import VoiceSettings
 from server.app import build_stages, create_app
 from server.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+DETERMINISTIC_VOICE = VoiceSettings(noise_scale=0.0, noise_w_scale=0.0)  # the same take every session
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +38,7 @@ def speech(stages):
 
     def make(text: str, rate: int = 16000) -> np.ndarray:
         if text not in cache:
-            audio = np.concatenate(stages.tts.synthesize(text))
+            audio = np.concatenate(stages.tts.synthesize(text, DETERMINISTIC_VOICE))
             cache[text] = resample(audio, stages.tts.sample_rate, 16000)
         return resample(cache[text], 16000, rate)
 

@@ -6,9 +6,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 import time
 
 import httpx
@@ -20,7 +17,7 @@ from pipeline.llm import LLMError, OpenAICompatLLM
 from server.app import create_app
 from server.openai_api import MODEL_ID, StopMatcher
 from server.settings import Settings
-from tests.conftest import ROOT, ServerThread, free_port
+from tests.conftest import ServerThread, free_port
 
 MESSAGES = [
     {"role": "system", "content": "You are Ava, a brief phone agent. A checked bag costs 30 dollars."},

@@ -197,3 +197,39 @@ async def test_partial_last_frame_is_sent():
         await asyncio.wait_for(playout.drain(), 1.0)
     assert sink.samples == 1680
     assert len(sink.frames[-1][1]) == 80 * 2
+
+
+@pytest.mark.asyncio
+async def test_confirmed_playback_counts_only_segments_the_transport_confirmed():
+    marked: list[Segment] = []
+
+    async def on_sent(segment: Segment) -> None:
+        marked.append(segment)
+
+    playout = Playout(Sink(), RATE, lead_ms=LEAD_MS, on_segment_sent=on_sent, confirmed_playback=True, confirm_timeout_s=0.5)
+    async with running(playout):
+        playout.enqueue(0, "First clause here.", tone(0.1))
+        playout.enqueue(0, "Second clause that is long.", tone(1.0))
+        await asyncio.sleep(0.15)
+        assert [s.text for s in marked] == ["First clause here."]
+        assert playout.heard_text(0) == ""  # sent, not yet confirmed
+        playout.confirm(marked[0])
+        assert playout.heard_text(0) == "First clause here."
+        playout.flush()
+        playout.confirm(playout.turns[0].segments[1])  # a segment the flush cut: ignored, and never marked
+        await asyncio.sleep(0.05)
+        assert playout.heard_text(0) == "First clause here." and len(marked) == 1
+
+        playout.enqueue(1, "New turn.", tone(0.1))
+        drained = asyncio.create_task(playout.drain())
+        await asyncio.sleep(0.3)
+        assert not drained.done(), "drain waits for the confirmation, not only for the pacing clock"
+        playout.confirm(marked[-1])
+        await asyncio.wait_for(drained, 0.2)
+        assert playout.heard_text(1) == "New turn."
+
+        playout.enqueue(2, "Its mark is lost.", tone(0.1))
+        t0 = time.monotonic()
+        await playout.drain()
+        assert 0.5 <= time.monotonic() - t0 <= 1.0  # gives up after confirm_timeout_s
+        assert playout.heard_text(2) == ""

@@ -244,3 +244,11 @@ def test_parse_profile_names_its_source():
         parse_profile(without("greeting"), "custom-source")
     assert "custom-source" in str(info.value) and "'greeting'" in str(info.value)
     assert parse_profile(VALID).id == "acme"
+
+
+def test_dtmf_intents_unquoted_digit_keys_and_invalid_keys(tmp_path):
+    path = write(tmp_path, "acme.yaml", yaml.safe_dump(with_(dtmf={1: "Check my order.", "#": "Repeat that."})))
+    assert load_profile_file(path).dtmf == {"1": "Check my order.", "#": "Repeat that."}
+    for bad, field in [({"A": "x"}, "dtmf.A.[key]"), ({"12": "x"}, "dtmf.12.[key]"), ({"1": ""}, "dtmf.1")]:
+        _, message = load_error(tmp_path, with_(dtmf=bad))
+        assert f"field '{field}'" in message, message

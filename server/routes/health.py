@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -9,9 +11,15 @@ router = APIRouter()
 
 
 @router.get("/healthz")
-def healthz(request: Request) -> dict:
+async def healthz(request: Request) -> dict:
     state = request.app.state.talkline
-    return {"status": "ok", "llm": state.stages.llm.name, "profiles": len(state.profiles)}
+    return {
+        "status": "ok",
+        "llm": state.stages.llm.name,
+        "profiles": len(state.profiles),
+        "active_calls": state.metrics.active(),
+        "tasks": len(asyncio.all_tasks()),
+    }
 
 
 @router.get("/metrics")

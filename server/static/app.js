@@ -8,12 +8,19 @@ const END_REASONS = {
   caller_disconnected: "Call ended: the connection dropped.",
   error: "The call failed on the server; see its log.",
 };
-const CLOSE_CODES = { 1001: "the server is shutting down", 1006: "the connection was lost", 1011: "server error", 4400: "bad start message", 4404: "unknown profile" };
+const CLOSE_CODES = {
+  1001: "the server is shutting down",
+  1006: "the connection was lost",
+  1011: "server error",
+  1012: "the server is restarting or shutting down",
+  4400: "bad start message",
+  4404: "unknown profile",
+};
+const MIC_FEATURES = { echoCancellation: "echo cancellation", noiseSuppression: "noise suppression", autoGainControl: "auto gain" };
 
 // Read by tests and by anyone measuring from the console.
 window.talkline = { playedSamples: 0, state: "idle", callId: null };
 
-let profiles = [];
 let chosen = null;
 let call = null;
 let replying = false; // from the end of a caller turn (or the call's start) to the agent's final text
@@ -55,9 +62,10 @@ function choose(profile) {
 }
 
 async function loadProfiles() {
+  let profiles;
   try {
-    const [list, health] = await Promise.all([fetchJson("/profiles"), fetchJson("/healthz")]);
-    profiles = list;
+    let health;
+    [profiles, health] = await Promise.all([fetchJson("/profiles"), fetchJson("/healthz")]);
     $("server-info").textContent = `${location.host} · LLM ${health.llm}`;
   } catch (err) {
     $("server-info").textContent = "server unreachable";
@@ -95,15 +103,19 @@ function bubble(role, text, extraClass = "") {
   item.className = `bubble ${role} ${extraClass}`.trim();
   item.textContent = text;
   $("messages").append(item);
-  item.scrollIntoView({ block: "end", behavior: "smooth" });
+  scrollDown();
   return item;
+}
+
+function scrollDown() {
+  $("messages").scrollTop = $("messages").scrollHeight;
 }
 
 function onTranscript({ text, final }) {
   if (!final) {
     callerBubble ??= bubble("caller", "", "interim");
     callerBubble.textContent = text;
-    return;
+    return scrollDown();
   }
   if (text) {
     callerBubble ??= bubble("caller", "");
@@ -120,14 +132,18 @@ function onAgentText({ text, final }) {
   if (!final) {
     agentBubble ??= bubble("agent", "", "streaming");
     agentBubble.textContent += text;
-    return;
+    return scrollDown();
   }
-  // The final frame carries the reply as the caller heard it: it replaces what streamed.
+  // The final frame carries the reply as the caller heard it: it replaces what streamed,
+  // and is shorter than it when the caller cut the agent off.
   replying = false;
   if (text) {
+    const squash = (t) => t.replace(/\s+/g, "");
+    const streamed = agentBubble?.textContent ?? "";
     agentBubble ??= bubble("agent", "");
     agentBubble.textContent = text;
     agentBubble.classList.remove("streaming");
+    agentBubble.classList.toggle("interrupted", squash(text).length < squash(streamed).length);
   } else {
     agentBubble?.remove(); // interrupted before a word was heard
   }
@@ -146,6 +162,13 @@ function addLatencyRow(m) {
   $("latency-empty").hidden = true;
 }
 
+// What the browser actually applied, which may differ from what the page asked for.
+function micNote(settings) {
+  const features = Object.entries(MIC_FEATURES).map(([key, label]) => (settings[key] ? label : `no ${label}`));
+  const rate = settings.sampleRate ? ` at ${settings.sampleRate / 1000} kHz` : "";
+  return `Microphone on${rate}, sent at 16 kHz · ${features.join(", ")}`;
+}
+
 function onEvent(msg) {
   switch (msg.type) {
     case "ready":
@@ -159,9 +182,6 @@ function onEvent(msg) {
       break;
     case "agent_text":
       onAgentText(msg);
-      break;
-    case "interrupt":
-      agentBubble?.classList.add("interrupted");
       break;
     case "metrics":
       addLatencyRow(msg);
@@ -184,6 +204,7 @@ function setControls(inCall) {
   $("call-button").classList.toggle("end", Boolean(call));
   $("call-label").textContent = call ? "End call" : "Start call";
   $("text-input").disabled = $("send").disabled = !inCall;
+  $("text-input").placeholder = inCall ? "Type a message" : "Start a call, then speak — or type here";
   for (const chip of $("profiles").children) chip.disabled = Boolean(call);
 }
 
@@ -198,7 +219,7 @@ function showLevel(rms) {
   const db = 20 * Math.log10(rms + 1e-9);
   const fraction = Math.min(1, Math.max(0, (db + 60) / 60));
   $("meter").setAttribute("aria-valuenow", db.toFixed(0));
-  $("meter-fill").style.transform = `scaleX(${fraction})`;
+  $("meter-fill").style.clipPath = `inset(0 ${(100 * (1 - fraction)).toFixed(1)}% 0 0)`;
 }
 
 function onClosed({ code, reason, opened }) {
@@ -223,6 +244,8 @@ function onClosed({ code, reason, opened }) {
 async function startCall() {
   $("notice").hidden = true;
   $("messages").replaceChildren();
+  $("latency").tBodies[0].replaceChildren();
+  $("latency-empty").hidden = false;
   window.talkline.playedSamples = 0;
   endReason = lastError = null;
   call = new Call(chosen.id, {
@@ -233,8 +256,8 @@ async function startCall() {
       buffered = queued;
       refreshState();
     },
-    mic: (err) => {
-      $("mic-note").textContent = err ? "No microphone: type below." : "Microphone on — echo cancellation, noise suppression, auto gain.";
+    mic: (err, settings) => {
+      $("mic-note").textContent = err ? "No microphone: type below." : micNote(settings);
       if (err) notify(micMessage(err), "warning");
     },
     closed: onClosed,

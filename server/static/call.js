@@ -6,7 +6,7 @@ const RATES = [8000, 16000, 22050, 24000, 32000, 44100, 48000];
 export class MicError extends Error {}
 
 export class Call {
-  // handlers: event(msg), level(rms), playback({played, buffered}), mic(error or null), closed({code, reason, opened})
+  // handlers: event(msg), level(rms), playback({played, buffered}), mic(error, trackSettings), closed({code, reason, opened})
   constructor(profile, handlers) {
     this.profile = profile;
     this.on = handlers;
@@ -33,10 +33,9 @@ export class Call {
     this.player.port.onmessage = ({ data }) => this.on.playback(data);
     this.player.connect(this.ctx.destination);
     try {
-      await this.openMicrophone();
-      this.on.mic(null);
+      this.on.mic(null, await this.openMicrophone());
     } catch (err) {
-      this.on.mic(err);
+      this.on.mic(err, null);
     }
     if (this.ended) {
       // Hung up while the browser was still asking for the microphone.
@@ -67,6 +66,7 @@ export class Call {
       if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(data.pcm);
     };
     source.connect(capture);
+    return this.stream.getAudioTracks()[0].getSettings();
   }
 
   connect() {

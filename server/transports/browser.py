@@ -81,6 +81,8 @@ def parse_message(raw: str) -> Start | Text | Dtmf | Stop:
 class BrowserIO:
     """CallIO over one WebSocket; sends after the socket closed are dropped."""
 
+    confirms_playback = False
+
     def __init__(self, ws: WebSocket, output_rate: int) -> None:
         self.ws, self.output_rate = ws, output_rate
         self._lock = asyncio.Lock()

@@ -1,0 +1,190 @@
+"""Training subtree: data determinism and splits, the eval matcher, rewards, and tiny SFT and GRPO runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from training.checks import has_markdown, run_checks
+from training.data.generate import SCENARIOS_PATH, DataConfig, generate
+from training.rewards import brevity, escalation, fact, no_markdown, persona
+from training.textnorm import contains, normalize
+
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+torch.set_num_threads(1)
+
+TINY = DataConfig(brands_per_sector=5, train_conversations=120, heldout_conversations=10, scenarios=10, general_prompts=4)
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("data")
+    generate(out, TINY)
+    return out
+
+
+def test_generator_is_deterministic(tiny_data, tmp_path):
+    generate(tmp_path, TINY)
+    for name in ("train.jsonl", "heldout.jsonl", "general.jsonl", "scenarios_heldout.jsonl", "manifest.json"):
+        assert (tmp_path / name).read_bytes() == (tiny_data / name).read_bytes(), name
+
+
+def test_committed_scenarios_match_the_generator(tmp_path):
+    manifest = generate(tmp_path, DataConfig(train_conversations=10, heldout_conversations=10))
+    assert (tmp_path / "scenarios_heldout.jsonl").read_bytes() == SCENARIOS_PATH.read_bytes()
+    assert manifest["counts"]["scenarios"] >= 150 and manifest["counts"]["intents"] >= 60
+    assert len(manifest["train_sectors"]) >= 10
+
+
+def test_splits_hold_out_brands_and_sectors(tiny_data):
+    manifest = json.loads((tiny_data / "manifest.json").read_text())
+    train = rows(tiny_data / "train.jsonl")
+    train_brands = {r["meta"]["brand"] for r in train}
+    train_sectors = {r["meta"]["sector"] for r in train}
+    assert not train_brands & set(manifest["heldout_brands"])
+    assert not train_sectors & set(manifest["heldout_sectors"])
+    for s in rows(tiny_data / "scenarios_heldout.jsonl") + rows(tiny_data / "heldout.jsonl"):
+        brand = s["profile"]["brand"] if "profile" in s else s["meta"]["brand"]
+        assert brand not in train_brands
+    assert {r["meta"]["split"] for r in train} == {"train"}
+    assert train[0]["messages"][0]["role"] == "system" and "Facts you may state:" in train[0]["messages"][0]["content"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "needle"),
+    [
+        ("It costs thirty dollars.", "$30"),
+        ("A bag is $30!", "thirty dollars"),
+        ("We open at nine a.m. sharp", "9 am"),
+        ("We open at 9:00 AM.", "nine a.m."),
+        ("That's four dollars ninety nine.", "4.99 dollars"),
+        ("Call one eight hundred, five five five, zero one four two.", "1-800-555-0142"),
+        ("I have K 7 Q 2 Z P.", "K7Q2ZP"),
+        ("Students get FIFTEEN percent off.", "15%"),
+        ("Claims take twenty-one business days", "21 business days"),
+    ],
+)
+def test_matcher_normalizes_numbers_times_and_punctuation(reply, needle):
+    assert contains(reply, needle)
+
+
+def test_matcher_does_not_overmatch():
+    assert not contains("It costs thirteen dollars.", "$30")
+    assert not contains("We open at nine p.m.", "9 am")
+    assert not contains("Some transfers", "transfer")
+    assert normalize("Hello, WORLD!") == "hello world"
+
+
+def test_run_checks():
+    checks = {"must_include_any": ["transfer"], "must_include_all": ["$30"], "must_not_include": ["as an ai"],
+              "max_words": 6, "no_markdown": True}
+    ok = run_checks("Thirty dollars; I can transfer you.", checks)
+    assert ok == {"must_include_any": True, "must_include_all": True, "must_not_include": True, "max_words": True, "no_markdown": True}
+    bad = run_checks("As an AI, **the fee** is something I do not know at all.", checks)
+    assert not any(bad.values())
+    assert has_markdown("- first\n- second") and has_markdown("see https://x.example") and has_markdown("great 😀")
+    assert not has_markdown("It's nine a.m. to five p.m., every day.")
+
+
+def test_rewards_on_hand_made_replies():
+    fact_checks = {"must_include_all": ["$30"], "must_include_any": [], "must_not_include": ["as an ai", "Apex Air"]}
+    human_checks = {"must_include_all": ["Skyways customer care specialist"], "must_include_any": ["transfer", "connect"], "must_not_include": []}
+    replies = ["A checked bag costs thirty dollars.", "Sorry, I don't have that information.", "As an AI, Apex Air charges 40 dollars."]
+    kinds, checks = ["fact"] * 3, [fact_checks] * 3
+    assert fact(replies, kind=kinds, checks=checks) == [1.0, 0.0, 0.0]
+    assert escalation(replies, kind=kinds, checks=checks) == [0.0, -1.0, 0.0]
+    assert persona(replies, checks=checks) == [0.0, 0.0, -1.0]
+    assert escalation(["Sorry, I don't have that information."], kind=["out_of_knowledge"], checks=[fact_checks]) == [1.0]
+    human = ["I'll transfer you to a Skyways customer care specialist now.", "Let me connect you.", "The fee is ten dollars."]
+    assert escalation(human, kind=["human"] * 3, checks=[human_checks] * 3) == [1.0, 0.5, 0.0]
+    assert fact(["Hello!"], kind=["small_talk"], checks=[fact_checks]) == [None]
+    long = " ".join(["word"] * 70) + "."
+    assert brevity(["Sure, it costs thirty dollars.", long, "It costs thirty"]) == [1.0, 0.0, 0.5]
+    assert brevity([[{"role": "assistant", "content": "One. Two. Three."}]]) == [0.5]
+    assert no_markdown(["**Fee**: $30", "The fee is thirty dollars."]) == [0.0, 1.0]
+
+
+def _loss(model, tokenizer, conversations: list[list[dict]]) -> float:
+    """Mean assistant-token cross-entropy, one conversation at a time (batch 1 suits the engine's kernels)."""
+    from training.modeling import assistant_mask
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for messages in conversations:
+            ids, mask = assistant_mask(tokenizer, messages)
+            labels = torch.tensor([[t if m else -100 for t, m in zip(ids, mask)]])
+            out = model(input_ids=torch.tensor([ids]), labels=labels)
+            n = int((labels[:, 1:] != -100).sum())
+            total, count = total + out.loss.item() * n, count + n
+    return total / count
+
+
+def _isolated_cache(monkeypatch, tmp_path: Path) -> Path:
+    """Merged models go to tmp_path; the converted base model stays where it is. Returns the base folder."""
+    from models import assets
+
+    base_dir = assets.smollm2_safetensors_dir()
+    monkeypatch.setattr(assets, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(assets, "smollm2_safetensors_dir", lambda: base_dir)
+    return base_dir
+
+
+@pytest.fixture(scope="module")
+def sft_run(tiny_data, tmp_path_factory):
+    from training.sft import SFTRunConfig, main
+
+    run_dir = tmp_path_factory.mktemp("sft")
+    cfg = SFTRunConfig(data_dir=tiny_data, run_dir=run_dir, max_steps=4, batch_size=4, lr=2e-3, warmup_steps=0,
+                       general_batch=2, general_answer_tokens=8, logging_steps=1, save_steps=2, threads=1)
+    return cfg, main(cfg)
+
+
+def test_sft_lowers_the_loss_and_the_adapter_loads_in_the_engine(sft_run, monkeypatch, tmp_path):
+    from models import assets
+    from models.engine import Engine
+    from training.curriculum import order_examples
+    from training.modeling import load_base
+    from training.sft import read_jsonl
+
+    cfg, adapter = sft_run
+    ordered, _ = order_examples(read_jsonl(cfg.data_dir / "train.jsonl"), cfg.schedule, 16, cfg.replay, cfg.seed)
+    seen = [r["messages"] for r in ordered[:4]]
+    base_dir = _isolated_cache(monkeypatch, tmp_path)
+    monkeypatch.setattr(assets, "TUNED_ADAPTER_DIR", tmp_path / "no-adapter-yet")
+    assert assets.llm_dir("tuned") == assets.llm_dir("base") == base_dir
+    monkeypatch.setattr(assets, "TUNED_ADAPTER_DIR", adapter)
+    engine = Engine.load()  # the default: base + the "committed" adapter, merged once into the cache
+    assert assets.llm_dir("tuned") == assets.llm_dir(str(adapter)) != base_dir
+    base, tokenizer = load_base(base=base_dir)
+    assert _loss(engine.model, tokenizer, seen) < _loss(base, tokenizer, seen)
+
+    metrics = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    logged = [m for m in metrics if "domain_ce" in m]
+    assert len(logged) == 4 and all("kl_general" in m for m in logged)
+    config = json.loads((cfg.run_dir / "config.json").read_text())
+    assert [p["stage"] for p in config["curriculum_plan"]] == ["facts", "multi_turn", "tones", "escalation"]
+    assert (cfg.run_dir / "checkpoints" / "checkpoint-4").is_dir()
+
+
+def test_grpo_runs_from_the_sft_adapter(sft_run, tmp_path, monkeypatch):
+    from models.engine import Engine
+    from training.rl import RLRunConfig, main
+
+    sft_cfg, sft_adapter = sft_run
+    cfg = RLRunConfig(data_dir=sft_cfg.data_dir, sft_adapter=sft_adapter, run_dir=tmp_path / "rl", max_steps=2,
+                      prompts_per_step=1, num_generations=2, max_completion_length=8, prompt_pool=8, threads=1)
+    adapter = main(cfg)
+    metrics = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any("rewards/brevity/mean" in m for m in metrics)
+    _isolated_cache(monkeypatch, tmp_path)
+    engine = Engine.load(model=str(adapter))
+    reply = "".join(engine.generate_text(engine.new_session(), engine.encode_chat([{"role": "user", "content": "Hi"}]), 4))
+    assert isinstance(reply, str)

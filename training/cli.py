@@ -1,0 +1,105 @@
+"""`talkline train data|sft|rl`, `talkline eval` and `talkline export`; the heavy imports happen inside each command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+train_app = typer.Typer(help="Build the training data, then SFT and RL a LoRA adapter.", no_args_is_help=True)
+
+Device = Annotated[str, typer.Option(help="cpu, or cuda (bf16; wrap in `accelerate launch` for several GPUs)")]
+Resume = Annotated[bool, typer.Option("--resume", help="continue from the newest checkpoint in RUN_DIR")]
+
+
+@train_app.command("data")
+def train_data(
+    out: Annotated[Path, typer.Option(help="folder for train/heldout/general JSONL and manifest.json")] = Path("runs/data"),
+    seed: Annotated[int, typer.Option()] = 1234,
+    conversations: Annotated[int, typer.Option(help="training conversations")] = 6000,
+    scenarios: Annotated[Path, typer.Option(help="where the held-out eval scenarios go")] = Path("training/scenarios_heldout.jsonl"),
+) -> None:
+    """Generate the seeded conversations, held-out scenarios and general prompts."""
+    import json
+
+    from training.data.generate import DataConfig, generate
+
+    manifest = generate(out, DataConfig(seed=seed, train_conversations=conversations), scenarios)
+    typer.echo(json.dumps(manifest["counts"], indent=2))
+
+
+@train_app.command("sft")
+def train_sft(
+    data_dir: Annotated[Path, typer.Option()] = Path("runs/data"),
+    run_dir: Annotated[Path, typer.Option()] = Path("runs/sft"),
+    device: Device = "cpu",
+    steps: Annotated[int, typer.Option()] = 300,
+    batch_size: Annotated[int, typer.Option()] = 8,
+    grad_accum: Annotated[int, typer.Option()] = 1,
+    lr: Annotated[float, typer.Option()] = 2e-4,
+    kl_coef: Annotated[float, typer.Option(help="weight of KL(student || base) on general prompts; 0 = off")] = 0.1,
+    curriculum: Annotated[str, typer.Option(help="ordered stage:share list")] = "facts:0.25,multi_turn:0.25,tones:0.25,escalation:0.25",
+    save_steps: Annotated[int, typer.Option()] = 50,
+    threads: Annotated[int, typer.Option(help="torch threads on CPU")] = 2,
+    resume: Resume = False,
+) -> None:
+    """Supervised fine-tuning of a LoRA adapter (assistant tokens only, curriculum, KL to base)."""
+    from training.curriculum import parse_schedule
+    from training.sft import SFTRunConfig, main
+
+    cfg = SFTRunConfig(
+        data_dir=data_dir, run_dir=run_dir, device=device, max_steps=steps, batch_size=batch_size, grad_accum=grad_accum,
+        lr=lr, kl_coef=kl_coef, schedule=parse_schedule(curriculum), save_steps=save_steps, threads=threads,
+    )
+    typer.echo(f"adapter: {main(cfg, resume)}")
+
+
+@train_app.command("rl")
+def train_rl(
+    data_dir: Annotated[Path, typer.Option()] = Path("runs/data"),
+    sft_adapter: Annotated[Path, typer.Option(help="the SFT run's adapter folder")] = Path("runs/sft/adapter"),
+    run_dir: Annotated[Path, typer.Option()] = Path("runs/rl"),
+    device: Device = "cpu",
+    steps: Annotated[int, typer.Option()] = 50,
+    prompts_per_step: Annotated[int, typer.Option()] = 2,
+    num_generations: Annotated[int, typer.Option(help="completions per prompt")] = 4,
+    max_completion_length: Annotated[int, typer.Option()] = 48,
+    lr: Annotated[float, typer.Option()] = 2e-5,
+    beta: Annotated[float, typer.Option(help="KL to the SFT adapter")] = 0.02,
+    save_steps: Annotated[int, typer.Option()] = 25,
+    threads: Annotated[int, typer.Option()] = 2,
+    resume: Resume = False,
+) -> None:
+    """GRPO from the SFT adapter with the programmatic rewards of training/rewards.py."""
+    from training.rl import RLRunConfig, main
+
+    cfg = RLRunConfig(
+        data_dir=data_dir, sft_adapter=sft_adapter, run_dir=run_dir, device=device, max_steps=steps,
+        prompts_per_step=prompts_per_step, num_generations=num_generations, max_completion_length=max_completion_length,
+        lr=lr, beta=beta, save_steps=save_steps, threads=threads,
+    )
+    typer.echo(f"adapter: {main(cfg, resume)}")
+
+
+def eval_command(
+    scenarios: Annotated[Path, typer.Option(help="JSONL of {id, profile, messages, checks}")] = Path("training/scenarios_heldout.jsonl"),
+    model: Annotated[str, typer.Option(help="base, tuned, gemma3-270m, or a model/adapter folder or .gguf file")] = "tuned",
+    out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+    limit: Annotated[int | None, typer.Option(help="only the first N scenarios")] = None,
+    max_new_tokens: Annotated[int, typer.Option()] = 60,
+) -> None:
+    """Answer held-out scenarios greedily with the embedded engine (1 thread) and report check pass rates."""
+    from training.eval import main
+
+    main(scenarios, model, out, limit, max_new_tokens)
+
+
+def export_command(
+    out: Annotated[Path, typer.Option(help="folder for the merged safetensors model and tokenizer")],
+    model: Annotated[str, typer.Option(help="tuned (the committed adapter), base, or an adapter folder")] = "tuned",
+) -> None:
+    """Merge base + LoRA adapter into a plain HF model folder that SGLang can serve."""
+    from training.export import export
+
+    typer.echo(f"exported: {export(out, model)}")

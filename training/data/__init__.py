@@ -1,0 +1,1 @@
+"""Synthetic, seeded customer-service conversations grounded in randomized brand profiles."""

@@ -1,0 +1,133 @@
+"""Write the SFT/RL conversations, the held-out eval scenarios and the general prompts, all from one seed."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pipeline.prompt import build_messages
+from training.data.brands import SECTORS, Brand, brand_names, make_brand
+from training.data.callers import TONES
+from training.data.dialogues import BUILDERS, KINDS, Dialogue, catalog_intents, curriculum_stage, slot_request
+from training.data.general import general_prompts
+
+SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_heldout.jsonl"
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    seed: int = 1234
+    brands_per_sector: int = 30
+    heldout_sectors: tuple[str, ...] = ("car rental", "fitness club")
+    heldout_brand_fraction: float = 0.2  # of the other sectors' brands
+    train_conversations: int = 6000
+    heldout_conversations: int = 400
+    scenarios: int = 200
+    general_prompts: int = 200
+    kind_weights: tuple[float, ...] = (0.32, 0.12, 0.18, 0.14, 0.11, 0.13)  # in dialogues.KINDS order
+
+
+def make_brands(cfg: DataConfig) -> dict[str, list[Brand]]:
+    """Brands per split: held-out sectors entirely, plus a fraction of every other sector's brands."""
+    rng = random.Random(f"brands-{cfg.seed}")
+    splits: dict[str, list[Brand]] = {"train": [], "heldout": []}
+    for name in sorted(SECTORS):
+        sector = SECTORS[name]
+        names = rng.sample(brand_names(sector), cfg.brands_per_sector)
+        n_heldout = cfg.brands_per_sector if name in cfg.heldout_sectors else round(cfg.brands_per_sector * cfg.heldout_brand_fraction)
+        for i, brand in enumerate(names):
+            split = "heldout" if i < n_heldout else "train"
+            splits[split].append(make_brand(random.Random(f"{cfg.seed}-{brand}"), sector, brand, split))
+    return splits
+
+
+def _rivals(rng: random.Random, brand: Brand) -> list[str]:
+    """Three other brand names of the same sector, which the reply must never mention."""
+    stem = brand.name.split()[0]
+    return rng.sample([n for n in brand_names(brand.sector) if not n.startswith(stem + " ")], 3)
+
+
+def conversation(rng: random.Random, brand: Brand, kind: str, tone: str) -> dict:
+    """One chat-format training record: system prompt via build_messages, then the dialogue."""
+    dialogue = BUILDERS[kind](rng, brand, tone)
+    return _record(brand, dialogue, _rivals(rng, brand))
+
+
+def _record(brand: Brand, dialogue: Dialogue, rivals: list[str]) -> dict:
+    meta = {
+        "sector": brand.sector.name, "intent": dialogue.intent, "tone": dialogue.tone, "kind": dialogue.kind,
+        "brand": brand.name, "split": brand.split, "curriculum_stage": curriculum_stage(dialogue.kind, dialogue.tone),
+        "checks": dialogue.checks(rivals),
+    }
+    return {"messages": build_messages(brand.profile, dialogue.history), "meta": meta}
+
+
+def conversations(cfg: DataConfig, brands: list[Brand], n: int, salt: str) -> list[dict]:
+    rng = random.Random(f"{salt}-{cfg.seed}")
+    return [
+        conversation(rng, rng.choice(brands), rng.choices(KINDS, cfg.kind_weights)[0], rng.choice(TONES))
+        for _ in range(n)
+    ]
+
+
+def scenarios(cfg: DataConfig, brands: list[Brand]) -> list[dict]:
+    """Eval scenarios from held-out brands: the history up to the caller's last turn, and its checks."""
+    rng = random.Random(f"scenarios-{cfg.seed}")
+    brands = rng.sample(brands, len(brands))  # mixed sectors, so a --limit run still covers many
+    out = []
+    for i in range(cfg.scenarios):
+        brand = brands[i % len(brands)]
+        kind = rng.choices(KINDS + ("slot_request",), cfg.kind_weights + (0.06,))[0]
+        build = slot_request if kind == "slot_request" else BUILDERS[kind]
+        dialogue = build(rng, brand, rng.choice(TONES))
+        history = [{"role": m.role, "content": m.content} for m in dialogue.history]
+        target = history.pop()
+        out.append({
+            "id": f"{brand.profile.id}-{dialogue.intent}-{i}",
+            "profile": brand.profile.model_dump(mode="json", exclude_defaults=True),
+            "messages": history,
+            "checks": dialogue.checks(_rivals(rng, brand)),
+            "reference": target["content"],
+            "meta": {"sector": brand.sector.name, "intent": dialogue.intent, "tone": dialogue.tone, "kind": dialogue.kind},
+        })
+    return out
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def generate(out: Path, cfg: DataConfig = DataConfig(), scenarios_path: Path | None = None) -> dict:
+    """Write train.jsonl, heldout.jsonl, general.jsonl and manifest.json under `out` (and the scenarios file)."""
+    splits = make_brands(cfg)
+    train = conversations(cfg, splits["train"], cfg.train_conversations, "train")
+    heldout = conversations(cfg, splits["heldout"], cfg.heldout_conversations, "heldout")
+    evals = scenarios(cfg, splits["heldout"])
+    general = [{"prompt": p} for p in general_prompts(cfg.seed, cfg.general_prompts)]
+    write_jsonl(out / "train.jsonl", train)
+    write_jsonl(out / "heldout.jsonl", heldout)
+    write_jsonl(out / "general.jsonl", general)
+    write_jsonl(scenarios_path or out / "scenarios_heldout.jsonl", evals)
+    manifest = {
+        "config": asdict(cfg),
+        "counts": {
+            "train": len(train), "heldout": len(heldout), "scenarios": len(evals), "general": len(general),
+            "train_brands": len(splits["train"]), "heldout_brands": len(splits["heldout"]),
+            "intents": len(catalog_intents()),
+            "intents_seen": len({r["meta"]["intent"].removeprefix("unknown_") for r in train + heldout}),
+            "by_kind": dict(Counter(r["meta"]["kind"] for r in train)),
+            "by_stage": dict(Counter(r["meta"]["curriculum_stage"] for r in train)),
+            "by_tone": dict(Counter(r["meta"]["tone"] for r in train)),
+        },
+        "train_sectors": sorted({b.sector.name for b in splits["train"]}),
+        "heldout_sectors": sorted(cfg.heldout_sectors),
+        "heldout_brands": sorted(b.name for b in splits["heldout"]),
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest

@@ -1,0 +1,108 @@
+"""Training-time test (EAGLE3 / SpecForge): unroll the drafter k steps on its own hidden states; the weighted loss.
+
+Row t of step i stands for the drafter's position t + i at inference: it reads the embedding of token
+t + 1 + i and (step 0) the target's aux features at t or (step i > 0) its own output hidden state of step
+i - 1 at row t, and predicts token t + 2 + i, whose target distribution is the target's logits at t + 1 + i.
+It attends to the step-0 keys of rows <= t (the verified context) and to the step-j keys of row t for
+1 <= j <= i (its own earlier drafts), exactly what `DrafterCache` holds when `speculative.py` drafts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from models.eagle3 import Eagle3Attention, Eagle3Drafter
+from training.drafter.features import Batch
+
+
+def shift(x: Tensor, n: int, fill: float | bool = 0) -> Tensor:
+    """x[:, n:] padded at the end with `fill` back to x's length (dim 1)."""
+    pad = torch.full_like(x[:, :n], fill)
+    return torch.cat([x[:, n:], pad], dim=1)
+
+
+def ttt_attention_mask(t: int, step: int, device: torch.device | str | None = None) -> Tensor:
+    """bool [T, (step + 1) * T] over the keys of steps 0..step: causal to step 0, diagonal to the later ones."""
+    causal = torch.ones(t, t, dtype=torch.bool, device=device).tril()
+    diagonal = torch.eye(t, dtype=torch.bool, device=device)
+    return torch.cat([causal] + [diagonal] * step, dim=1)
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def _attention(attn: Eagle3Attention, x: Tensor, cos: Tensor, sin: Tensor, keys: list[Tensor], values: list[Tensor]) -> Tensor:
+    """`Eagle3Attention` with the TTT mask over the keys of all steps so far (this step's are appended)."""
+    b, t, _ = x.shape
+    q = attn.q_proj(x).view(b, t, attn.n_heads, attn.head_dim).transpose(1, 2)  # [B, nh, T, hd]
+    k = attn.k_proj(x).view(b, t, attn.n_kv, attn.head_dim).transpose(1, 2)  # [B, nkv, T, hd]
+    v = attn.v_proj(x).view(b, t, attn.n_kv, attn.head_dim).transpose(1, 2)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+    keys.append(k)
+    values.append(v)
+    mask = ttt_attention_mask(t, len(keys) - 1, x.device)
+    o = F.scaled_dot_product_attention(q, torch.cat(keys, 2), torch.cat(values, 2), attn_mask=mask, enable_gqa=True)
+    return attn.o_proj(o.transpose(1, 2).reshape(b, t, -1))  # [B, T, H]
+
+
+def unroll(drafter: Eagle3Drafter, batch: Batch, steps: int) -> list[Tensor]:
+    """Draft logits [B, T, Vd] of each TTT step, each step fed the previous step's output hidden state."""
+    layer = drafter.midlayer
+    hidden = drafter.fuse(batch.aux)  # [B, T, H]
+    keys: list[Tensor] = []
+    values: list[Tensor] = []
+    logits = []
+    for i in range(steps):
+        embeds = drafter.embed(shift(batch.input_ids, 1 + i))  # token t + 1 + i at row t
+        cos, sin = drafter.rope(batch.position_ids + i, hidden.dtype)
+        x = torch.cat([layer.input_layernorm(embeds), layer.hidden_norm(hidden)], dim=-1)  # [B, T, 2H]
+        h = hidden + _attention(layer.self_attn, x, cos, sin, keys, values)
+        hidden = h + layer.mlp(layer.post_attention_layernorm(h))
+        logits.append(drafter.lm_head(drafter.norm(hidden)))
+    return logits
+
+
+def step_targets(batch: Batch, step: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(target logits [B, T, Vd], target draft ids [B, T], reply mask [B, T]) for the tokens step `step` predicts."""
+    reply = shift(batch.loss_mask, 2 + step, False)  # token t + 2 + step is part of a reply
+    return shift(batch.target_logits, 1 + step), shift(batch.target_draft_ids, 1 + step, -1), reply
+
+
+def soft_cross_entropy(logits: Tensor, target_logits: Tensor, mask: Tensor) -> Tensor:
+    """Mean over masked positions of -sum_v p(v) log q(v), p = softmax of the target logits over the draft vocab."""
+    p = torch.softmax(target_logits.float(), dim=-1)
+    ce = -(p * torch.log_softmax(logits.float(), dim=-1)).sum(dim=-1)  # [B, T]
+    return (ce * mask).sum() / mask.sum().clamp_min(1)
+
+
+@dataclass
+class TTTResult:
+    """The weighted loss to backpropagate, and per-step loss and accuracy for the logs."""
+
+    loss: Tensor
+    step_losses: list[float]
+    step_accuracy: list[float]
+
+
+def ttt_loss(step_logits: list[Tensor], batch: Batch, decay: float = 0.8) -> TTTResult:
+    """sum_i decay^i * CE_i over reply positions whose target argmax is in the draft vocab.
+
+    Accuracy counts every reply position, out-of-vocabulary targets as misses (they can never be accepted).
+    """
+    total, losses, accuracy = 0.0, [], []
+    for i, logits in enumerate(step_logits):
+        target_logits, target_ids, reply = step_targets(batch, i)
+        mask = reply & (target_ids >= 0)
+        loss = soft_cross_entropy(logits, target_logits, mask)
+        total = total + decay**i * loss
+        losses.append(float(loss.detach()))
+        hits = (logits.argmax(dim=-1) == target_ids) & mask
+        accuracy.append(float(hits.sum() / reply.sum().clamp_min(1)))
+    return TTTResult(total, losses, accuracy)

@@ -1,0 +1,95 @@
+"""`talkline eval`: answer held-out scenarios with the embedded engine (greedy) and report check pass rates."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from models.engine import Engine
+from pipeline.profile import parse_profile
+from pipeline.prompt import Message, build_messages
+from training.checks import CHECK_NAMES, run_checks
+
+
+def load_scenarios(path: Path, limit: int | None = None) -> list[dict]:
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return rows[:limit] if limit else rows
+
+
+def answer(engine: Engine, scenario: dict, max_new_tokens: int = 60) -> str:
+    """The engine's greedy reply to a scenario's history, prompted exactly as a call would be."""
+    profile = parse_profile(scenario["profile"], scenario.get("id", "<scenario>"))
+    history = [Message(m["role"], m["content"]) for m in scenario["messages"] if m["role"] in ("user", "assistant")]
+    prompt = engine.encode_chat(build_messages(profile, history))
+    return "".join(engine.generate_text(engine.new_session(), prompt, max_new_tokens)).strip()
+
+
+def _rate(flags: list[bool]) -> float:
+    return round(sum(flags) / len(flags), 4) if flags else 0.0
+
+
+def summarize(results: list[dict]) -> dict:
+    """Overall pass rate (every check of a scenario passes), per check, per sector and per kind."""
+    by_check, by_sector, by_kind = defaultdict(list), defaultdict(list), defaultdict(list)
+    for r in results:
+        for name, ok in r["checks"].items():
+            by_check[name].append(ok)
+        by_sector[r["sector"]].append(r["passed"])
+        by_kind[r["kind"]].append(r["passed"])
+    return {
+        "pass_rate": _rate([r["passed"] for r in results]),
+        "per_check": {k: _rate(by_check[k]) for k in CHECK_NAMES if k in by_check},
+        "per_sector": {k: _rate(v) for k, v in sorted(by_sector.items())},
+        "per_kind": {k: _rate(v) for k, v in sorted(by_kind.items())},
+        "scenarios": len(results),
+    }
+
+
+def evaluate(engine: Engine, scenarios: list[dict], max_new_tokens: int = 60) -> list[dict]:
+    results = []
+    for s in tqdm(scenarios, desc="eval", unit="scenario"):
+        reply = answer(engine, s, max_new_tokens)
+        checks = run_checks(reply, s["checks"])
+        meta = s.get("meta", {})
+        results.append({
+            "id": s["id"], "sector": meta.get("sector", s["profile"].get("sector", "")), "kind": meta.get("kind", ""),
+            "reply": reply, "checks": checks, "passed": all(checks.values()),
+        })
+    return results
+
+
+def print_table(summary: dict) -> None:
+    print(f"\n{'':<28}{'pass rate':>10}")
+    print(f"{'all checks':<28}{summary['pass_rate']:>10.1%}   ({summary['scenarios']} scenarios)")
+    for title in ("per_check", "per_kind", "per_sector"):
+        print(f"-- {title.replace('_', ' ')}")
+        for name, rate in summary[title].items():
+            print(f"{name:<28}{rate:>10.1%}")
+
+
+def main(scenarios: Path, model: str, out: Path | None, limit: int | None = None, max_new_tokens: int = 60) -> dict:
+    """Load the model (base, tuned, a folder, an adapter or a GGUF), run every scenario, print and save the report."""
+    from models.assets import llm_dir
+
+    torch.set_num_threads(1)
+    path = llm_dir(model)
+    t0 = time.perf_counter()
+    engine = Engine.load(path)
+    load_s = time.perf_counter() - t0
+    rows = load_scenarios(scenarios, limit)
+    t0 = time.perf_counter()
+    results = evaluate(engine, rows, max_new_tokens)
+    report = {
+        "model": model, "model_path": str(path), "scenarios_file": str(scenarios), "load_s": round(load_s, 1),
+        "eval_s": round(time.perf_counter() - t0, 1), **summarize(results), "results": results,
+    }
+    print_table(report)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+    return report

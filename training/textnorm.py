@@ -1,0 +1,156 @@
+"""Numbers as a person says them, and the normalizer that lets "$30" match "thirty dollars"."""
+
+from __future__ import annotations
+
+import re
+
+UNITS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen"
+).split()
+TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+ORDINALS = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+    "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "fifteenth": 15, "twentieth": 20, "thirtieth": 30,
+}
+SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
+WORD_VALUES = {w: i for i, w in enumerate(UNITS)} | {w: 10 * i for i, w in enumerate(TENS) if w != "_"}
+
+
+def number_words(n: int) -> str:
+    """12 -> "twelve", 125 -> "one hundred twenty five", 2500 -> "two thousand five hundred"."""
+    if n < 0:
+        return "minus " + number_words(-n)
+    if n < 20:
+        return UNITS[n]
+    if n < 100:
+        return TENS[n // 10] + ("" if n % 10 == 0 else " " + UNITS[n % 10])
+    for scale, size in (("million", 1_000_000), ("thousand", 1000), ("hundred", 100)):
+        if n >= size:
+            head, rest = divmod(n, size)
+            return f"{number_words(head)} {scale}" + ("" if rest == 0 else " " + number_words(rest))
+    raise AssertionError(n)
+
+
+def say_money(amount: float, unit: str = "dollars") -> str:
+    """30 -> "thirty dollars", 4.99 -> "four dollars ninety nine", 1 -> "one dollar"."""
+    whole, cents = divmod(round(amount * 100), 100)
+    name = unit[:-1] if whole == 1 and unit.endswith("s") else unit
+    return f"{number_words(whole)} {name}" + (f" {number_words(cents)}" if cents else "")
+
+
+def say_time(hour: int, minute: int = 0) -> str:
+    """(9, 0) -> "nine a.m.", (13, 30) -> "one thirty p.m.", (12, 0) -> "twelve p.m."."""
+    suffix = "a.m." if hour % 24 < 12 else "p.m."
+    h12 = hour % 12 or 12
+    mins = "" if minute == 0 else " " + (f"oh {UNITS[minute]}" if minute < 10 else number_words(minute))
+    return f"{number_words(h12)}{mins} {suffix}"
+
+
+def say_digits(code: str) -> str:
+    """Read a code out character by character: "K7Q2" -> "K 7 Q 2" (spaces keep TTS from reading it as a word)."""
+    return " ".join(code.replace("-", "").replace(" ", ""))
+
+
+def _parse_number(tokens: list[str], i: int) -> tuple[int, int]:
+    """Parse one spoken number starting at tokens[i]; (value, index after it). "five five" is two numbers."""
+    total, current, prev, j = 0, 0, "", i
+    while j < len(tokens):
+        word = tokens[j]
+        if word in ORDINALS and prev in ("", "ten"):
+            return total + current + ORDINALS[word], j + 1
+        if word in WORD_VALUES:
+            value = WORD_VALUES[word]
+            if prev in ("unit", "teen") or (prev == "ten" and value >= 10):
+                break
+            current += value
+            prev = "ten" if value >= 20 else "teen" if value >= 10 else "unit"
+        elif word == "hundred" and prev in ("unit", "teen"):
+            current, prev = current * 100, "hundred"
+        elif word in ("thousand", "million") and prev and prev != "scale":
+            total, current, prev = total + current * SCALES[word], 0, "scale"
+        elif word == "and" and prev in ("hundred", "scale") and j + 1 < len(tokens) and tokens[j + 1] in WORD_VALUES:
+            pass
+        else:
+            break
+        j += 1
+    return total + current, j
+
+
+def _words_to_digits(tokens: list[str]) -> list[str]:
+    """["thirty", "five", "dollars"] -> ["35", "dollars"]; other words pass through."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        value, j = _parse_number(tokens, i)
+        if j == i:
+            out.append(tokens[i])
+            i += 1
+        else:
+            out.append(str(value))
+            i = j
+    return out
+
+
+def _join_codes(tokens: list[str]) -> list[str]:
+    """Join adjacent digit groups ("1 800 555" -> "1800555") and spelled codes ("k 7 q 2" -> "k7q2")."""
+    joined: list[str] = []
+    for token in tokens:
+        if token.isdigit() and joined and joined[-1].isdigit():
+            joined[-1] += token
+        else:
+            joined.append(token)
+    out: list[str] = []
+    i = 0
+    while i < len(joined):
+        j = i
+        while j < len(joined) and (len(joined[j]) == 1 or joined[j].isdigit()):
+            j += 1
+        run = joined[i:j]
+        if len(run) >= 3 and any(t.isalpha() for t in run) and any(t.isdigit() for t in run):
+            out.append("".join(run))
+        else:
+            out.extend(run or [joined[i]])
+        i = max(j, i + 1)
+    return out
+
+
+MONEY_SIGNS = {"$": "dollars", "€": "euros", "£": "pounds"}
+_SUBSTITUTIONS = [
+    (r"(\d),(\d{3})", r"\1\2"),  # 1,200 -> 1200
+    (r"(?<=\d)-(?=[a-z0-9])|(?<=[a-z0-9])-(?=\d)", ""),  # HX-48213, 1-800-555-0199
+    (r"([$€£])\s?(\d+)\.(\d\d)\b", lambda m: f"{m[2]} {MONEY_SIGNS[m[1]]} {m[3]}"),
+    (r"([$€£])\s?(\d+)", lambda m: f"{m[2]} {MONEY_SIGNS[m[1]]}"),
+    (r"\b(\d+)\.(\d\d) (dollars|euros|pounds)\b", r"\1 \3 \2"),
+    (r"\b(dollars?|euros?|pounds?) and (\w+(?: \w+)?) cents?\b", r"\1 \2"),
+    (r"\b(\d+)\.(\d+)\b", r"\1 point \2"),
+    (r"%", " percent"),
+    (r"\b(\d+)(st|nd|rd|th)\b", r"\1"),
+    (r"\b([ap])\.?\s?m\b\.?", r" \1m"),
+    (r"(\d+):00\b", r"\1"),
+    (r"(\d+):(\d\d)\b", r"\1 \2"),
+    (r"\bo'?clock\b", ""),
+    (r"\bnoon\b", "12 pm"),
+    (r"\bmidnight\b", "12 am"),
+    (r"\b(dollar|euro|pound|day|hour|minute|week|month|year|night|bag|point)s\b", r"\1"),
+    (r"\ba (hundred|thousand|million)\b", r"one \1"),
+    (r"\boh (?=(one|two|three|four|five|six|seven|eight|nine)\b)", "zero "),
+    (r"['’]", ""),
+]
+
+
+def normalize(text: str) -> str:
+    """Lowercase, numbers as digits, "$30" -> "30 dollar", "9 a.m." -> "9 am", punctuation dropped."""
+    text = text.lower().replace("-", " - ")
+    text = re.sub(r"(?<=\w) - (?=\w)", "-", text)
+    for pattern, repl in _SUBSTITUTIONS:
+        text = re.sub(pattern, repl, text)
+    text = re.sub(r"[,.;:!?]+", " | ", text.replace("-", " "))  # a pause ends a spoken number
+    tokens = re.sub(r"[^a-z0-9| ]+", " ", text).split()
+    return " ".join(_join_codes([t for t in _words_to_digits(tokens) if t != "|"]))
+
+
+def contains(haystack: str, needle: str) -> bool:
+    """Whether `needle` occurs in `haystack` as whole words, after normalizing both."""
+    want = normalize(needle)
+    return bool(want) and f" {want} " in f" {normalize(haystack)} "
