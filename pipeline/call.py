@@ -25,6 +25,7 @@ from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
 from pipeline.stages import Stages
 from pipeline.store import Store, TurnRecord, utcnow
+from pipeline.turns import endpoint_ms
 from pipeline.vad import SpeechDetector, SpeechEvent
 
 log = logging.getLogger(__name__)
@@ -35,18 +36,32 @@ def new_call_id() -> str:
 
 
 @dataclass
-class Turn:
-    """One agent reply and the caller input it answers (none for the greeting)."""
+class Draft:
+    """A preemptive reply started at a pause in the caller's speech."""
 
-    index: int
+    task: asyncio.Task
+    gate: asyncio.Event
+
+
+@dataclass
+class Turn:
+    """One agent reply and the caller input it answers (none for the greeting).
+
+    A turn gets its index when it is committed: at once for typed input, at the endpoint for a
+    preemptive reply (which may run ahead, gated, and be discarded if the caller goes on speaking).
+    """
+
     caller_text: str | None
     input_end: float | None  # monotonic time of the caller's last voiced sample (or typed text)
+    index: int | None = None
+    gate: asyncio.Event | None = None  # set when the endpoint confirms a preemptive turn
     started_at: datetime = field(default_factory=utcnow)
     asr_ms: float | None = None
     llm_ttft_ms: float | None = None
     tts_ttfb_ms: float | None = None
     voice_to_voice_ms: float | None = None
     interrupted: bool = False
+    typed: bool = False
 
     def latencies(self) -> dict[str, float | None]:
         return {
@@ -93,6 +108,7 @@ class Call:
             io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback
         )
         self.reply: asyncio.Task | None = None
+        self.draft: Draft | None = None
         self.turns = 0
 
     def push(self, item: Inbound) -> None:
@@ -107,13 +123,13 @@ class Call:
         player = asyncio.create_task(self.playout.run())
         reason = "error"
         try:
-            self._start_reply(self._speak(self._new_turn(None, None), one_line(self.profile.greeting)))
+            self._start_reply(self._speak(Turn(None, None), one_line(self.profile.greeting)))
             while not isinstance(item := await self.inbox.get(), HangUp):
                 await self._handle(item)
             reason = item.reason
         finally:
             self.transcriber.cancel()
-            await self._cancel(self.reply, player)
+            await self._cancel(self.reply, self.draft and self.draft.task, player)
             await self.llm.aclose()
             with contextlib.suppress(Exception):
                 await self.store.run(self.store.end_call, self.id, reason)
@@ -139,49 +155,87 @@ class Call:
         for event in self.detector.feed(samples, item.arrived):
             if event.kind == "start":
                 self.transcriber.begin()
-            elif self.replying:
-                self.transcriber.take()  # too short to interrupt the agent: ignored
-            else:
-                self._start_reply(self._spoken_turn(self.transcriber.take(), event))
+            elif event.kind == "pause" and not self.replying:
+                self._start_draft(event)
+            elif event.kind == "resume":
+                self._discard_draft()
+            elif event.kind == "end":
+                self._end_of_turn(event)
         if self.detector.speaking:
             if self.replying and self.detector.speech_ms >= self.profile.turn.barge_in_min_ms:
                 await self._barge_in()
             self.transcriber.maybe_interim(speaking=not self.detector.paused)
 
+    def _start_draft(self, pause: SpeechEvent) -> None:
+        """Preemptive generation: transcribe and start answering at the pause, held until the endpoint."""
+        self._discard_draft()
+        gate = asyncio.Event()
+        self.draft = Draft(asyncio.create_task(self._spoken_turn(self.transcriber.audio(), pause, gate)), gate)
+
+    def _discard_draft(self) -> None:
+        if self.draft is not None:
+            self.draft.task.cancel()
+            self.draft = None
+            self.metrics.preemptive.labels(outcome="discarded").inc()
+
+    def _end_of_turn(self, end: SpeechEvent) -> None:
+        audio = self.transcriber.take()
+        if self.draft is not None:
+            self.draft.gate.set()
+            self.reply, self.draft = self.draft.task, None
+            self.metrics.preemptive.labels(outcome="used").inc()
+        elif not self.replying:
+            self._start_reply(self._spoken_turn(audio, end))
+        # else: speech too short to interrupt the agent: ignored
+
     async def _interim(self, text: str) -> None:
         await self.io.send_event({"type": "transcript", "text": text, "final": False})
 
-    async def _spoken_turn(self, audio: np.ndarray, end: SpeechEvent) -> None:
+    async def _spoken_turn(self, audio: np.ndarray, end: SpeechEvent, gate: asyncio.Event | None = None) -> None:
         t0 = time.monotonic()
         try:
             text = await self.stages.asr.atranscribe(audio)
         except Exception:
             log.exception("call %s: ASR failed", self.id)
             text = ""
-        await self.io.send_event({"type": "transcript", "text": text, "final": True})
-        if not text:
+        turn = Turn(text, end.time, gate=gate, asr_ms=ms_since(t0))
+        if gate is not None:  # adaptive endpointing: a complete sentence needs less silence
+            settings = self.profile.turn
+            self.detector.set_endpoint_ms(endpoint_ms(text, settings.endpoint_complete_ms, settings.endpoint_silence_ms))
+        if text:
+            await self._answer(turn)
             return
-        turn = self._new_turn(text, end.time)
-        turn.asr_ms = ms_since(t0)
-        await self._answer(turn)
+        if gate is not None:
+            await gate.wait()
+        await self.io.send_event({"type": "transcript", "text": "", "final": True})
 
     async def _typed(self, text: str, arrived: float) -> None:
+        self._discard_draft()
         if self.replying:
             await self._barge_in()
-        self._start_reply(self._answer(self._new_turn(text, arrived)))
+        self._start_reply(self._answer(Turn(text, arrived, typed=True)))
 
     # ---- answering -------------------------------------------------------------------------
-    def _new_turn(self, caller_text: str | None, input_end: float | None) -> Turn:
-        self.turns += 1
-        return Turn(self.turns - 1, caller_text, input_end)
-
     def _start_reply(self, coro) -> None:
         self.reply = asyncio.create_task(coro)
 
     async def _answer(self, turn: Turn) -> None:
-        self.history.append(Message("user", turn.caller_text or ""))
-        messages = build_messages(self.profile, self.history)
+        messages = build_messages(self.profile, [*self.history, Message("user", turn.caller_text or "")])
         await self._speak(turn, self._llm_text(turn, messages))
+
+    async def _commit(self, turn: Turn, unsent: list[str]) -> None:
+        """Wait for the endpoint if preemptive, then make the turn real: index, history, transcript; flush text."""
+        if turn.index is None:
+            if turn.gate is not None:
+                await turn.gate.wait()
+            turn.index, self.turns = self.turns, self.turns + 1
+            if turn.caller_text is not None:
+                if not turn.typed:
+                    await self.io.send_event({"type": "transcript", "text": turn.caller_text, "final": True})
+                self.history.append(Message("user", turn.caller_text))
+        for delta in unsent:
+            await self.io.send_event({"type": "agent_text", "text": delta, "final": False})
+        unsent.clear()
 
     async def _llm_text(self, turn: Turn, messages: list[dict]) -> AsyncIterator[str]:
         t0, said = time.monotonic(), False
@@ -199,23 +253,31 @@ class Call:
                 yield self.profile.fallback_line
 
     async def _speak(self, turn: Turn, text: AsyncIterator[str]) -> None:
-        """Stream text into clauses, clauses into audio, audio into the playout; then close the turn."""
-        splitter = ClauseSplitter()
+        """Stream text into clauses, clauses into audio, audio into the playout; then close the turn.
+
+        Text and audio made before the turn is committed (a preemptive reply) wait in `unsent` and in
+        the first clause's audio; nothing reaches the caller until the endpoint confirms the turn.
+        """
+        splitter, unsent = ClauseSplitter(), []
         try:
             async for delta in text:
-                await self.io.send_event({"type": "agent_text", "text": delta, "final": False})
+                unsent.append(delta)
+                if turn.index is not None:
+                    await self._commit(turn, unsent)
                 for clause in splitter.push(delta):
-                    await self._say(turn, clause)
+                    await self._say(turn, clause, unsent)
             if rest := splitter.flush():
-                await self._say(turn, rest)
+                await self._say(turn, rest, unsent)
+            await self._commit(turn, unsent)
             await self.playout.drain()
         except asyncio.CancelledError:
             turn.interrupted = True
             raise
         finally:
-            await asyncio.shield(self._close_turn(turn))
+            if turn.index is not None:
+                await asyncio.shield(self._close_turn(turn))
 
-    async def _say(self, turn: Turn, clause: str) -> None:
+    async def _say(self, turn: Turn, clause: str, unsent: list[str]) -> None:
         t0 = time.monotonic()
         try:
             audio = await self.stages.tts.synthesize_async(clause, self.profile.voice)
@@ -224,6 +286,7 @@ class Call:
             return
         if turn.tts_ttfb_ms is None:
             turn.tts_ttfb_ms = ms_since(t0)
+        await self._commit(turn, unsent)
         self.playout.enqueue(turn.index, clause, resample(audio, self.stages.tts.sample_rate, self.io.output_rate))
 
     async def _close_turn(self, turn: Turn) -> None:

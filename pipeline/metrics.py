@@ -20,6 +20,9 @@ class Metrics:
             buckets=STAGE_BUCKETS,
             registry=self.registry,
         )
+        self.preemptive = Counter(
+            "talkline_preemptive_replies", "Replies started at a pause, by outcome (used, discarded)", ["outcome"], registry=self.registry
+        )
         self.errors = Counter("talkline_errors", "Errors sent to clients", ["code"], registry=self.registry)
 
     def observe_turn(self, latencies_ms: dict[str, float | None], interrupted: bool) -> None:

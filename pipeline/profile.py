@@ -35,7 +35,8 @@ class LLMSettings(_Strict):
 
 
 class TurnSettings(_Strict):
-    endpoint_silence_ms: int = Field(500, ge=100, le=5000)
+    endpoint_silence_ms: int = Field(500, ge=100, le=5000, description="silence that ends a turn that trails off")
+    endpoint_complete_ms: int = Field(250, ge=100, le=5000, description="silence that ends a complete sentence")
     barge_in_min_ms: int = Field(300, ge=50, le=5000)
     vad_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     interim_interval_ms: int = Field(700, ge=200, le=10000)

@@ -40,9 +40,16 @@ def system_prompt(profile: Profile) -> str:
 
 
 def build_messages(profile: Profile, history: list[Message], history_turns: int | None = None) -> list[dict]:
-    """Chat messages for the model: the system prompt, then the last `history_turns` exchanges."""
+    """Chat messages for the model: the system prompt, then between N/2 and N recent exchanges.
+
+    Old messages are dropped in blocks of N/2 exchanges rather than one at a time, so the prompt's
+    prefix (and the KV cache built on it) stays the same for several turns in a row.
+    """
     keep = (profile.llm.history_turns if history_turns is None else history_turns) * 2
-    recent = [m for m in history if m.content.strip()][-keep:]
+    recent = [m for m in history if m.content.strip()]
+    if len(recent) > keep:
+        step = max(keep // 2, 1)
+        recent = recent[-(-(len(recent) - keep) // step) * step :]
     return [{"role": "system", "content": system_prompt(profile)}] + [
         {"role": m.role, "content": m.content} for m in recent
     ]

@@ -39,13 +39,17 @@ class SileroVAD:
 
 @dataclass(frozen=True)
 class SpeechEvent:
-    kind: Literal["start", "end"]
-    sample: int  # start: first voiced sample; end: last voiced sample (16 kHz stream index)
+    """start: speech began; pause: the first silent chunk after voice; resume: voice again before the
+    endpoint; end: the endpoint silence passed. `sample`/`time`: the first (start) or last voiced sample."""
+
+    kind: Literal["start", "pause", "resume", "end"]
+    sample: int  # 16 kHz stream index
     time: float  # wall-clock arrival time of that sample's chunk
 
 
 class SpeechDetector:
-    """Per-call speech segmentation: `start` after min_speech_ms of voice, `end` after endpoint silence."""
+    """Per-call speech segmentation: `start` after min_speech_ms of voice, `pause`/`resume` around silent
+    stretches, `end` once the silence reaches the endpoint (which the call may shorten mid-pause)."""
 
     def __init__(
         self,
@@ -57,6 +61,7 @@ class SpeechDetector:
         self.model = model
         self.state = model.new_state()
         self.on, self.off = threshold, max(threshold - 0.15, 0.05)
+        self.default_endpoint_ms = endpoint_silence_ms
         self.endpoint_samples = endpoint_silence_ms * RATE // 1000
         self.min_speech_samples = min_speech_ms * RATE // 1000
         self._pending = np.zeros(0, np.float32)
@@ -77,6 +82,10 @@ class SpeechDetector:
     @property
     def paused(self) -> bool:
         return self.speaking and self.silence > 0
+
+    def set_endpoint_ms(self, ms: int) -> None:
+        """Silence that ends the current turn; back to the default when the next turn starts."""
+        self.endpoint_samples = ms * RATE // 1000
 
     def feed(self, samples: np.ndarray, now: float) -> list[SpeechEvent]:
         """Consume 16 kHz float samples; return the speech events they complete."""
@@ -104,13 +113,17 @@ class SpeechDetector:
             self.last_voiced, self.last_voiced_time = end, now
             if self.voiced_run >= self.min_speech_samples:
                 self.speaking, self.speech_start, self.silence = True, self.run_start, 0
+                self.set_endpoint_ms(self.default_endpoint_ms)
                 return SpeechEvent("start", self.run_start, now)
             return None
         if voiced:
+            resumed = self.silence > 0
             self.last_voiced, self.last_voiced_time, self.silence = end, now, 0
-            return None
+            return SpeechEvent("resume", end, now) if resumed else None
         self.silence += CHUNK
         if self.silence >= self.endpoint_samples:
             self.speaking, self.voiced_run = False, 0
             return SpeechEvent("end", self.last_voiced, self.last_voiced_time)
+        if self.silence == CHUNK:
+            return SpeechEvent("pause", self.last_voiced, self.last_voiced_time)
         return None

@@ -111,22 +111,31 @@ def test_build_messages_with_empty_history():
     assert [m["role"] for m in messages] == ["system"]
 
 
-def test_build_messages_keeps_last_history_turns_exchanges():
-    p = profile()  # history_turns: 2 -> 4 messages
+def test_build_messages_keeps_between_half_and_all_of_the_window():
+    p = profile()  # history_turns: 2 -> at most 4 messages, dropped in blocks of 2
     history = exchanges(5) + [Message("user", "latest")]
     messages = build_messages(p, history)
-    assert len(messages) == 1 + 4
-    assert [m["content"] for m in messages[1:]] == ["answer 3", "question 4", "answer 4", "latest"]
-    assert messages[1:] == [{"role": m.role, "content": m.content} for m in history[-4:]]
+    assert [m["content"] for m in messages[1:]] == ["question 4", "answer 4", "latest"]
     assert messages[-1] == {"role": "user", "content": "latest"}
+    for n in range(1, 40):
+        kept = len(build_messages(p, exchanges(n))) - 1
+        assert kept == 2 * n if 2 * n <= 4 else 2 < kept <= 4
+
+
+def test_build_messages_window_start_moves_in_blocks():
+    """Consecutive turns share their prompt prefix except once per block: the KV cache stays reusable."""
+    p = profile(llm={"history_turns": 4})
+    firsts = [build_messages(p, exchanges(n) + [Message("user", "latest")])[1]["content"] for n in range(4, 24)]
+    changes = sum(a != b for a, b in zip(firsts, firsts[1:]))
+    assert changes <= len(firsts) // 2  # the first kept message moves every other exchange, not every one
 
 
 def test_build_messages_uses_profile_history_turns_and_override():
     history = exchanges(10)
-    assert len(build_messages(profile(llm={"history_turns": 3}), history)) == 1 + 6
+    assert 1 + 3 < len(build_messages(profile(llm={"history_turns": 3}), history)) <= 1 + 6
     assert len(build_messages(profile(llm={"history_turns": 3}), history, history_turns=1)) == 1 + 2
     assert len(build_messages(profile(llm={"history_turns": 64}), history)) == 1 + 20
-    assert len(build_messages(profile(llm={}), history)) == 1 + 16  # default: 8 exchanges
+    assert 1 + 8 < len(build_messages(profile(llm={}), history)) <= 1 + 16  # default: 8 exchanges
 
 
 def test_build_messages_keeps_short_history_whole():
@@ -146,8 +155,8 @@ def test_build_messages_drops_empty_messages_before_counting():
         Message("user", "q3"),
         Message("assistant", "a3"),
     ]
-    messages = build_messages(profile(), history)  # 4 non-empty kept
-    assert [m["content"] for m in messages[1:]] == ["a1", "q2", "q3", "a3"]
+    messages = build_messages(profile(), history)  # 5 non-empty, window 4 dropped in blocks of 2
+    assert [m["content"] for m in messages[1:]] == ["q2", "q3", "a3"]
     assert all(m["content"].strip() for m in messages)
 
 

@@ -1,0 +1,77 @@
+"""Turn-taking: speech events, adaptive endpointing, and preemptive replies that are discarded when the caller goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+import numpy as np
+import pytest
+
+from bench.wsclient import CallClient
+from pipeline.turns import endpoint_ms, looks_complete
+from pipeline.vad import SpeechDetector
+
+
+@pytest.mark.parametrize(
+    "text, complete",
+    [
+        ("How much does it cost to check a bag?", True),
+        ("I lost my card.", True),
+        ("Thanks a lot", True),
+        ("My booking code is", False),
+        ("I want to ask about", False),
+        ("I want to ask about.", False),
+        ("and then, um", False),
+        ("Well,", False),
+        ("", False),
+        ("Hello", False),
+    ],
+)
+def test_looks_complete(text, complete):
+    assert looks_complete(text) is complete
+
+
+def test_endpoint_is_short_only_for_complete_sentences():
+    assert endpoint_ms("Is delivery free?", 250, 700) == 250
+    assert endpoint_ms("My order number is", 250, 700) == 700
+    assert endpoint_ms("Is delivery free?", 900, 700) == 700
+
+
+def test_detector_reports_start_pause_resume_end(stages, speech):
+    detector = SpeechDetector(stages.vad, threshold=0.5, endpoint_silence_ms=600)
+    audio = np.concatenate([np.zeros(8000, np.float32), speech("I want to ask about"), np.zeros(4800, np.float32),
+                            speech("the price of a bag"), np.zeros(16000, np.float32)])
+    events = []
+    for i in range(0, len(audio), 320):
+        events += [e.kind for e in detector.feed(audio[i : i + 320], now=i / 16000)]
+    collapsed = [k for k, prev in zip(events, [None, *events]) if k != prev]
+    assert collapsed[0] == "start" and collapsed[-1] == "end"
+    assert "resume" in events and events.count("start") == 1 and events.count("end") == 1
+
+
+def preemptive(metrics: str, outcome: str) -> float:
+    m = re.search(rf'talkline_preemptive_replies_total{{outcome="{outcome}"}} ([0-9.]+)', metrics)
+    return float(m.group(1)) if m else 0.0
+
+
+@pytest.mark.asyncio
+async def test_caller_resuming_after_a_pause_gets_one_answer_to_the_whole_utterance(server, speech):
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        before = (await http.get("/metrics")).text
+    async with CallClient(server.ws_url, "skyways") as client:
+        await client.wait_for(lambda got: client.agent_finals(), timeout=60)
+        await client.stream(speech("I want to ask about"))
+        await client.silence(0.4)
+        await client.stream(speech("the price of a checked bag."))
+        await client.wait_for(lambda got: len(client.agent_finals()) >= 2, timeout=90)
+        await client.silence(1.0)
+        finals = [e["text"] for e in client.got.of("transcript") if e["final"]]
+        assert len(finals) == 1, finals
+        assert "ask" in finals[0].lower() and "bag" in finals[0].lower(), finals
+        assert len(client.agent_finals()) == 2 and len(client.got.of("metrics")) == 1
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        after = (await http.get("/metrics")).text
+    assert preemptive(after, "discarded") > preemptive(before, "discarded")
+    assert preemptive(after, "used") == preemptive(before, "used") + 1
