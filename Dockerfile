@@ -28,8 +28,8 @@ COPY profiles ./profiles
 RUN pip install . "psycopg[binary]==3.3.9"
 
 USER 10001:10001
-# Convert the bundled GGUF to safetensors once, at build time, so containers start in seconds.
-RUN python -c "from models.assets import smollm2_safetensors_dir; smollm2_safetensors_dir()"
+# Convert the bundled GGUF and merge the tuned adapter once, at build time, so containers start in seconds.
+RUN python -c "from models.assets import llm_dir; llm_dir('tuned')"
 
 EXPOSE 8000
 VOLUME ["/data"]

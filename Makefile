@@ -36,7 +36,7 @@ test: setup
 # TRAIN_ARGS="--device cuda"; the adapter to commit is $(TRAIN_DIR)/rl/adapter.
 TRAIN_DIR  ?= runs
 SFT_STEPS  ?= 200
-SFT_BATCH  ?= 4
+SFT_BATCH  ?= 8
 RL_STEPS   ?= 30
 TRAIN_ARGS ?=
 

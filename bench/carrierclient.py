@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 import numpy as np
 import websockets
 
+from bench.wsclient import RealtimeCaller
 from pipeline.audio import alaw_decode, alaw_encode, float_to_pcm16, mulaw_decode, mulaw_encode
 
 
@@ -35,7 +36,7 @@ class Phone:
         return sum(len(f) for at, f in self.audio if at > t)
 
 
-class CarrierClient:
+class CarrierClient(RealtimeCaller):
     """Base: the socket, the real-time caller stream, the simulated phone's playback clock and mark echoes."""
 
     path = ""
@@ -67,9 +68,6 @@ class CarrierClient:
     def opening(self) -> list[str | bytes]:
         """The frames a carrier sends first (connected, start)."""
         return []
-
-    def media(self, samples: np.ndarray) -> list[str | bytes]:
-        raise NotImplementedError
 
     def dtmf(self, digit: str) -> str:
         raise NotImplementedError
@@ -119,33 +117,6 @@ class CarrierClient:
     # ---- sending --------------------------------------------------------------------------------
     async def send(self, frame: str | bytes | dict) -> None:
         await self.ws.send(json.dumps(frame) if isinstance(frame, dict) else frame)
-
-    async def stream(self, samples: np.ndarray, frame_ms: int = 20) -> list[float]:
-        """Send float samples at `rate` as 20 ms frames at real-time pace; returns each frame's send time."""
-        step = self.rate * frame_ms // 1000
-        t0, sent = time.monotonic(), []
-        for i, start in enumerate(range(0, len(samples), step)):
-            for frame in self.media(samples[start : start + step]):
-                await self.ws.send(frame)
-            sent.append(time.monotonic())
-            if (delay := t0 + (i + 1) * frame_ms / 1000 - time.monotonic()) > 0:
-                await asyncio.sleep(delay)
-        return sent
-
-    async def silence(self, seconds: float) -> None:
-        await self.stream(np.zeros(int(self.rate * seconds), np.float32))
-
-    async def wait_for(self, predicate, timeout: float = 60.0, feed_silence: bool = True):
-        """Wait (sending silence, as a live phone line does) until predicate(self.got) is truthy."""
-        deadline = time.monotonic() + timeout
-        while not (result := predicate(self.got)):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; last events: {[e for _, e in self.got.events][-8:]}")
-            if feed_silence and not self.closed.is_set():
-                await self.silence(0.1)
-            else:
-                await asyncio.sleep(0.05)
-        return result
 
     async def wait_played(self, timeout: float = 60.0, quiet_s: float = 0.3) -> None:
         """Wait until the phone played everything it received, echoed every mark, and then heard nothing for quiet_s."""

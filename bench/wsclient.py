@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 import numpy as np
 import websockets
@@ -22,9 +23,47 @@ class Received:
         return [e for _, e in self.events if e["type"] == kind]
 
 
-class CallClient:
-    def __init__(self, url: str, profile: str = "skyways", rate: int = 16000, start: dict | None = None) -> None:
+class RealtimeCaller:
+    """A caller's microphone: `media` frames sent at real-time pace; needs ws, rate, got (with events), closed."""
+
+    rate: int
+
+    def media(self, samples: np.ndarray) -> list[str | bytes]:
+        """One 20 ms frame of caller audio in the wire format (subclasses)."""
+        raise NotImplementedError
+
+    async def stream(self, samples: np.ndarray, frame_ms: int = 20) -> list[float]:
+        """Send float samples at `rate` as frames at real-time pace; returns each frame's send time."""
+        step = self.rate * frame_ms // 1000
+        t0, sent = time.monotonic(), []
+        for i, start in enumerate(range(0, len(samples), step)):
+            for frame in self.media(samples[start : start + step]):
+                await self.ws.send(frame)
+            sent.append(time.monotonic())
+            if (delay := t0 + (i + 1) * frame_ms / 1000 - time.monotonic()) > 0:
+                await asyncio.sleep(delay)
+        return sent
+
+    async def silence(self, seconds: float) -> None:
+        await self.stream(np.zeros(int(self.rate * seconds), np.float32))
+
+    async def wait_for(self, predicate, timeout: float = 60.0, feed_silence: bool = True):
+        """Wait (sending silence, as a live line does) until predicate(self.got) is truthy."""
+        deadline = time.monotonic() + timeout
+        while not (result := predicate(self.got)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; last events: {[e for _, e in self.got.events][-12:]}")
+            if feed_silence and not self.closed.is_set():
+                await self.silence(0.1)
+            else:
+                await asyncio.sleep(0.05)
+        return result
+
+
+class CallClient(RealtimeCaller):
+    def __init__(self, url: str, profile: str = "skyways", rate: int = 16000, start: dict | None = None, token: str | None = None) -> None:
         self.url, self.rate = url, rate
+        self.query = f"?{urlencode({'token': token})}" if token else ""  # an API key (TALKLINE_API_KEYS)
         self.start = start if start is not None else {"type": "start", "profile": profile, "sample_rate": rate}
         self.got = Received()
         self.ws = None
@@ -33,7 +72,7 @@ class CallClient:
         self.close_code: int | None = None
 
     async def __aenter__(self) -> CallClient:
-        self.ws = await websockets.connect(self.url + "/ws/call", max_size=None)
+        self.ws = await websockets.connect(self.url + "/ws/call" + self.query, max_size=None)
         if self.start:
             await self.ws.send(json.dumps(self.start))
         self._reader = asyncio.create_task(self._read())
@@ -60,33 +99,8 @@ class CallClient:
     async def send_json(self, obj: dict) -> None:
         await self.ws.send(json.dumps(obj))
 
-    async def stream(self, samples: np.ndarray, frame_ms: int = 20) -> list[float]:
-        """Send float samples as PCM16 frames at real-time pace; returns each frame's send time."""
-        step = self.rate * frame_ms // 1000
-        t0 = time.monotonic()
-        sent: list[float] = []
-        for i, start in enumerate(range(0, len(samples), step)):
-            await self.ws.send(float_to_pcm16(samples[start : start + step]))
-            sent.append(time.monotonic())
-            delay = t0 + (i + 1) * frame_ms / 1000 - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-        return sent
-
-    async def silence(self, seconds: float) -> None:
-        await self.stream(np.zeros(int(self.rate * seconds), np.float32))
-
-    async def wait_for(self, predicate, timeout: float = 60.0, feed_silence: bool = True):
-        """Wait (sending silence, as a live microphone does) until predicate(self.got) is truthy."""
-        deadline = time.monotonic() + timeout
-        while not (result := predicate(self.got)):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; events so far: {[e for _, e in self.got.events][-12:]}")
-            if feed_silence and not self.closed.is_set():
-                await self.silence(0.1)
-            else:
-                await asyncio.sleep(0.05)
-        return result
+    def media(self, samples: np.ndarray) -> list[bytes]:
+        return [float_to_pcm16(samples)]
 
     def agent_finals(self) -> list[str]:
         return [e["text"] for e in self.got.of("agent_text") if e["final"]]

@@ -124,11 +124,11 @@ def gemma3_270m_safetensors_dir() -> Path:
     return gguf_to_safetensors(assemble(cache_root() / "gemma-3-270m-q4_k_m.gguf"), out, GEMMA3_CHAT_TEMPLATE)
 
 
-TUNED_ADAPTER_DIR = Path(__file__).resolve().parent / "adapters" / "talkline-sft-rl"
+TUNED_ADAPTER_DIR = Path(__file__).resolve().parent / "adapters" / "talkline"
 
 
 def tuned_adapter_dir() -> Path | None:
-    """The committed SFT+RL LoRA adapter, or None while none is committed."""
+    """The committed LoRA adapter (its run.json says which stages made it), or None while none is committed."""
     from models.lora import is_adapter
 
     return TUNED_ADAPTER_DIR if is_adapter(TUNED_ADAPTER_DIR) else None

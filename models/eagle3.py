@@ -167,13 +167,18 @@ class Eagle3Attention(nn.Module):
         self.v_proj = nn.Linear(2 * cfg.hidden_size, self.n_kv * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, cfg.hidden_size, bias=False)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, cache: DrafterCache | None) -> Tensor:
+    def project(self, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Rotated queries [B, nh, T, hd] and keys [B, nkv, T, hd], and values, for inputs x [B, T, 2H]."""
         b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # [B, nh, T, hd]
-        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)  # [B, nkv, T, hd]
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin, v
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, cache: DrafterCache | None) -> Tensor:
+        b, t, _ = x.shape
+        q, k, v = self.project(x, cos, sin)
         if cache is not None:
             k, v = cache.append(k, v)  # [B, nkv, S, hd]
         s = k.shape[2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +13,7 @@ import numpy as np
 
 from models import assets
 
+log = logging.getLogger(__name__)
 RATE = 16000
 
 
@@ -90,7 +92,12 @@ class TurnTranscriber:
         self._interim = asyncio.create_task(self._run_interim(self.audio()))
 
     async def _run_interim(self, audio: np.ndarray) -> None:
-        text = await self.asr.atranscribe(audio)
+        """An interim decode; a failure only costs this hypothesis (the final decode reports its own)."""
+        try:
+            text = await self.asr.atranscribe(audio)
+        except Exception as e:  # noqa: BLE001 - nothing awaits this task
+            log.warning("interim ASR failed: %r", e)
+            return
         if text and self.active:
             await self.on_interim(text)
 

@@ -14,7 +14,10 @@ from pipeline.metrics import Metrics
 from pipeline.profile import Profile, load_profiles
 from pipeline.stages import Stages, load_stages
 from pipeline.store import Store
+from server import headers
+from server.limits import CallSlots
 from server.routes import health, page, profiles, twilio_webhook
+from server.security import Guard
 from server.settings import Settings
 from server.transports import browser, telnyx, twilio, vonage
 
@@ -28,6 +31,8 @@ class AppState:
     stages: Stages
     store: Store
     metrics: Metrics
+    guard: Guard
+    calls: CallSlots
 
 
 def build_llm(settings: Settings) -> LLMBackend:
@@ -57,6 +62,9 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
     settings.check_phone_routing(profiles_by_id)
     if not settings.twilio_auth_token:
         log.warning("TALKLINE_TWILIO_AUTH_TOKEN is not set: POST /twilio/voice does not check webhook signatures")
+    guard = Guard(settings)
+    for line in guard.describe():
+        log.warning(line)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -66,7 +74,7 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
         store = Store(settings.db_url)
         if closed := store.close_unfinished():
             log.warning("marked %d unfinished call(s) from a previous run as interrupted", closed)
-        app.state.talkline = AppState(settings, profiles_by_id, loaded, store, Metrics())
+        app.state.talkline = AppState(settings, profiles_by_id, loaded, store, Metrics(), guard, CallSlots(settings.max_calls))
         log.info("Talkline ready: %d profiles, LLM backend %s", len(profiles_by_id), loaded.llm.name)
         yield
         store.engine.dispose()
@@ -74,6 +82,7 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
             await loaded.llm.aclose()
 
     app = FastAPI(title="Talkline", lifespan=lifespan)
+    headers.install(app, settings.cors_origins)
     app.include_router(health.router)
     app.include_router(profiles.router)
     app.include_router(browser.router)

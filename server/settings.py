@@ -16,6 +16,11 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"TALKLINE_{name}", default)
 
 
+def _env_list(name: str) -> list[str]:
+    """A comma-separated TALKLINE_* variable as a list, blanks dropped."""
+    return [item.strip() for item in _env(name, "").split(",") if item.strip()]
+
+
 def parse_number_profiles(text: str) -> dict[str, str]:
     """'+15551234567=skyways,+15557654321=northbank' -> {number: profile id}."""
     pairs = {}
@@ -39,7 +44,16 @@ class Settings:
     model_path: Path | None = None
     threads: ThreadBudget = ThreadBudget()
     warmup: bool = True
-    max_frame_bytes: int = 64 * 1024
+    max_frame_bytes: int = field(default_factory=lambda: int(_env("MAX_FRAME_BYTES", str(64 * 1024))))
+    max_text_chars: int = field(default_factory=lambda: int(_env("MAX_TEXT_CHARS", "2000")))
+    max_calls: int = field(default_factory=lambda: int(_env("MAX_CALLS", "8")))
+    max_call_s: float = field(default_factory=lambda: float(_env("MAX_CALL_S", "1800")))
+    max_frames_per_s: int = field(default_factory=lambda: int(_env("MAX_FRAMES_PER_S", "200")))
+    connections_per_minute: int = field(default_factory=lambda: int(_env("CONNECTIONS_PER_MINUTE", "30")))  # per IP; 0: no limit
+    api_keys: list[str] = field(default_factory=lambda: _env_list("API_KEYS"))
+    api_keys_file: Path | None = field(default_factory=lambda: Path(f) if (f := _env("API_KEYS_FILE", "")) else None)
+    carrier_secret: str | None = field(default_factory=lambda: _env("CARRIER_SECRET", "") or None)
+    cors_origins: list[str] = field(default_factory=lambda: _env_list("CORS_ORIGINS"))
     public_url: str | None = field(default_factory=lambda: _env("PUBLIC_URL", "") or None)
     twilio_auth_token: str | None = field(default_factory=lambda: _env("TWILIO_AUTH_TOKEN", "") or None)
     number_profiles: dict[str, str] = field(default_factory=lambda: parse_number_profiles(_env("NUMBER_PROFILES", "")))

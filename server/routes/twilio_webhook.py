@@ -42,8 +42,14 @@ async def twilio_voice(request: Request) -> Response:
         if not RequestValidator(settings.twilio_auth_token).validate(signed_url(request, settings), params, signature):
             log.warning("POST /twilio/voice: missing or invalid X-Twilio-Signature (call %s)", params.get("CallSid", "?")[:64])
             raise HTTPException(403, "invalid X-Twilio-Signature")
+    elif settings.carrier_secret:
+        log.warning("POST /twilio/voice refused: TALKLINE_CARRIER_SECRET is set, so the webhook needs TALKLINE_TWILIO_AUTH_TOKEN")
+        raise HTTPException(403, "the server does not hand its stream secret to unsigned webhooks")
     profile = settings.number_profiles.get(params.get("To", ""), settings.default_profile)
     twiml, connect = VoiceResponse(), Connect()
-    connect.stream(url=stream_url(request, settings)).parameter(name="profile", value=profile)
+    stream = connect.stream(url=stream_url(request, settings))
+    stream.parameter(name="profile", value=profile)
+    if settings.carrier_secret:  # Twilio drops a query string from the stream URL: the secret goes as a <Parameter>
+        stream.parameter(name="secret", value=settings.carrier_secret)
     twiml.append(connect)
     return Response(str(twiml), media_type="application/xml")

@@ -6,6 +6,7 @@ const STATE_LABELS = { idle: "Not in a call", connecting: "Connecting…", liste
 const END_REASONS = {
   caller_stop: "Call ended.",
   caller_disconnected: "Call ended: the connection dropped.",
+  max_duration: "Call ended: it reached the server's time limit.",
   error: "The call failed on the server; see its log.",
 };
 const CLOSE_CODES = {
@@ -14,7 +15,11 @@ const CLOSE_CODES = {
   1011: "server error",
   1012: "the server is restarting or shutting down",
   4400: "bad start message",
+  4401: "a valid API key is needed (the field at the top)",
+  4403: "this server only accepts calls from its own machine or allowed origins",
   4404: "unknown profile",
+  4429: "too many connections or frames; wait a minute",
+  4503: "the server is busy; try again later",
 };
 const MIC_FEATURES = { echoCancellation: "echo cancellation", noiseSuppression: "noise suppression", autoGainControl: "auto gain" };
 
@@ -63,13 +68,20 @@ function choose(profile) {
 
 async function loadProfiles() {
   let profiles;
+  $("profiles").replaceChildren();
+  $("call-button").disabled = true;
   try {
     let health;
     [profiles, health] = await Promise.all([fetchJson("/profiles"), fetchJson("/healthz")]);
     $("server-info").textContent = `${location.host} · LLM ${health.llm}`;
   } catch (err) {
-    $("server-info").textContent = "server unreachable";
-    notify(`Cannot reach the Talkline server at ${location.origin} (${err.message}). Is \`talkline serve\` running?`);
+    if (err.status === 401) {
+      $("server-info").textContent = location.host;
+      notify("This server needs an API key: enter it in the field at the top.", "warning");
+    } else {
+      $("server-info").textContent = "server unreachable";
+      notify(`Cannot reach the Talkline server at ${location.origin} (${err.message}). Is \`talkline serve\` running?`);
+    }
     return;
   }
   for (const profile of profiles) {
@@ -91,9 +103,25 @@ async function loadProfiles() {
 }
 
 async function fetchJson(url) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`${url} answered ${response.status}`);
+  const token = localStorage.getItem(TOKEN_KEY);
+  const response = await fetch(url, token ? { headers: { Authorization: `Bearer ${token}` } } : {});
+  if (!response.ok) throw Object.assign(new Error(`${url} answered ${response.status}`), { status: response.status });
   return response.json();
+}
+
+// ---- the API key (TALKLINE_API_KEYS), remembered in this browser --------------------------------
+
+const TOKEN_KEY = "talkline.token";
+
+function setupToken() {
+  $("token").value = localStorage.getItem(TOKEN_KEY) || "";
+  $("token").onchange = () => {
+    const token = $("token").value.trim();
+    if (token) localStorage.setItem(TOKEN_KEY, token);
+    else localStorage.removeItem(TOKEN_KEY);
+    $("notice").hidden = true;
+    loadProfiles();
+  };
 }
 
 // ---- conversation ------------------------------------------------------------------------------
@@ -248,7 +276,7 @@ async function startCall() {
   $("latency-empty").hidden = false;
   window.talkline.playedSamples = 0;
   endReason = lastError = null;
-  call = new Call(chosen.id, {
+  call = new Call(chosen.id, localStorage.getItem(TOKEN_KEY), {
     event: onEvent,
     level: showLevel,
     playback: ({ played, buffered: queued }) => {
@@ -287,4 +315,5 @@ $("composer").onsubmit = (event) => {
   refreshState();
 };
 
+setupToken();
 loadProfiles();

@@ -7,8 +7,9 @@ export class MicError extends Error {}
 
 export class Call {
   // handlers: event(msg), level(rms), playback({played, buffered}), mic(error, trackSettings), closed({code, reason, opened})
-  constructor(profile, handlers) {
+  constructor(profile, token, handlers) {
     this.profile = profile;
+    this.token = token; // an API key, sent as ?token= (browsers cannot set headers on a WebSocket)
     this.on = handlers;
     // Created inside the click handler (a user gesture), so the browser lets it play.
     this.ctx = new AudioContext({ latencyHint: "interactive" });
@@ -71,7 +72,8 @@ export class Call {
 
   connect() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    this.ws = new WebSocket(`${scheme}//${location.host}/ws/call`);
+    const query = this.token ? `?token=${encodeURIComponent(this.token)}` : "";
+    this.ws = new WebSocket(`${scheme}//${location.host}/ws/call${query}`);
     this.ws.binaryType = "arraybuffer";
     let opened = false;
     this.ws.onopen = () => {

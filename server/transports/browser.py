@@ -16,6 +16,9 @@ from pipeline.audio import pcm16_to_float
 from pipeline.call import Call
 from pipeline.io import AudioIn, DtmfIn, HangUp, TextIn
 from pipeline.playout import Segment
+from pipeline.profile import PROFILE_ID_PATTERN
+from server.limits import CLOSE_BUSY, SocketLimits
+from server.transports.jsonframe import load_json
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -32,14 +35,14 @@ class _Msg(BaseModel):
 
 class Start(_Msg):
     type: Literal["start"]
-    profile: str = Field(..., min_length=1, max_length=64)
+    profile: str = Field(..., pattern=PROFILE_ID_PATTERN)
     sample_rate: Literal[RATES] = 16000  # type: ignore[valid-type]
     output_sample_rate: Literal[RATES] | None = None  # type: ignore[valid-type]
 
 
 class Text(_Msg):
     type: Literal["text"]
-    text: str = Field(..., min_length=1, max_length=2000)
+    text: str = Field(..., min_length=1)
 
 
 class Dtmf(_Msg):
@@ -63,9 +66,9 @@ class ProtocolError(Exception):
 def parse_message(raw: str) -> Start | Text | Dtmf | Stop:
     """One client text frame; ProtocolError says what is wrong with it."""
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ProtocolError("bad_json", f"frame is not valid JSON: {e.msg}") from None
+        data = load_json(raw)
+    except ValueError as e:
+        raise ProtocolError("bad_json", f"frame is not valid JSON: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         raise ProtocolError("bad_message", "a text frame must be a JSON object with a string 'type'")
     if data["type"] not in ("start", "text", "dtmf", "stop"):
@@ -116,9 +119,9 @@ class BrowserIO:
             await self.ws.close(code=close, reason=code)
 
 
-async def _receive_start(ws: WebSocket, io: BrowserIO) -> Start | None:
-    msg = await ws.receive()
-    if msg["type"] == "websocket.disconnect":
+async def _receive_start(ws: WebSocket, io: BrowserIO, limits: SocketLimits) -> Start | None:
+    msg = await limits.receive()
+    if isinstance(msg, str):
         return None
     if msg.get("text") is None:
         await io.error("not_started", 'send {"type":"start",...} before any audio', CLOSE_BAD_START)
@@ -137,13 +140,14 @@ async def _receive_start(ws: WebSocket, io: BrowserIO) -> Start | None:
     return start
 
 
-async def _pump(ws: WebSocket, io: BrowserIO, call: Call, runner: asyncio.Task) -> str:
-    """Client frames -> the call's inbox, until the caller stops, disconnects or the call ends."""
-    limit = ws.app.state.talkline.settings.max_frame_bytes
+async def _pump(ws: WebSocket, io: BrowserIO, call: Call, runner: asyncio.Task, limits: SocketLimits) -> str:
+    """Client frames -> the call's inbox, until the caller stops, disconnects, a limit ends it or the call ends."""
+    settings = ws.app.state.talkline.settings
+    limit = settings.max_frame_bytes
     while not runner.done():
-        msg = await ws.receive()
-        if msg["type"] == "websocket.disconnect":
-            return "caller_disconnected"
+        msg = await limits.receive()
+        if isinstance(msg, str):
+            return msg
         now = time.monotonic()
         if (data := msg.get("bytes")) is not None:
             if len(data) > limit:
@@ -163,7 +167,10 @@ async def _pump(ws: WebSocket, io: BrowserIO, call: Call, runner: asyncio.Task) 
         if isinstance(message, Start):
             await io.error("already_started", "this call has already started")
         elif isinstance(message, Text):
-            call.push(TextIn(message.text, now))
+            if len(message.text) > settings.max_text_chars:
+                await io.error("text_too_long", f"text turns are limited to {settings.max_text_chars} characters")
+            else:
+                call.push(TextIn(message.text, now))
         else:
             call.push(DtmfIn(message.digit, now))
     return "call_ended"
@@ -174,16 +181,31 @@ async def browser_call(ws: WebSocket) -> None:
     await ws.accept()
     state = ws.app.state.talkline
     io = BrowserIO(ws, 16000)
-    start = await _receive_start(ws, io)
+    if denial := state.guard.client(ws):
+        await io.error(denial.code, denial.message, denial.close)
+        return
+    limits = SocketLimits(ws, state.settings, io.error)
+    start = await _receive_start(ws, io, limits)
     if start is None:
         return
+    if not state.calls.take():
+        await io.error("busy", f"the server is at its limit of {state.calls.limit} calls; try again later", CLOSE_BUSY)
+        return
+    try:
+        await _run_call(ws, io, start, limits)
+    finally:
+        state.calls.give_back()
+
+
+async def _run_call(ws: WebSocket, io: BrowserIO, start: Start, limits: SocketLimits) -> None:
+    state = ws.app.state.talkline
     io.output_rate = start.output_sample_rate or start.sample_rate
     call = Call(state.profiles[start.profile], state.stages, io, state.store, state.metrics, start.sample_rate, "browser")
     await io.send_event({"type": "ready", "call_id": call.id})
     runner = asyncio.create_task(call.run())
     reason = "error"
     try:
-        reason = await _pump(ws, io, call, runner)
+        reason = await _pump(ws, io, call, runner, limits)
     except Exception:
         log.exception("ws/call %s: receive loop failed", call.id)
     finally:

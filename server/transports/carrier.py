@@ -6,7 +6,6 @@ import asyncio
 import base64
 import binascii
 import itertools
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -21,6 +20,8 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from pipeline.call import Call
 from pipeline.io import AudioIn, DtmfIn, HangUp
 from pipeline.playout import Segment
+from server.limits import CLOSE_BUSY_CARRIER, SocketLimits
+from server.transports.jsonframe import load_json
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ MAX_FRAME_S = 1.0  # the longest caller audio frame accepted
 class Started:
     rate: int  # caller audio rate; agent audio goes back at the same rate
     profile: str | None = None  # from the start message; else the URL's ?profile=, else the default
+    secret: str | None = None  # from the start message; else the URL's ?secret= (TALKLINE_CARRIER_SECRET)
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,9 @@ def parse_message(frame: str | bytes, adapter: TypeAdapter, key: str = "event", 
     if isinstance(frame, bytes):
         raise WireError("bad_message", "binary frame on a JSON socket")
     try:
-        data = json.loads(frame)
-    except json.JSONDecodeError as e:
-        raise WireError("bad_json", f"frame is not valid JSON: {e.msg}") from None
+        data = load_json(frame)
+    except ValueError as e:
+        raise WireError("bad_json", f"frame is not valid JSON: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get(key), str):
         raise WireError("bad_message", f"a frame must be a JSON object with a string '{key}'")
     try:
@@ -177,11 +179,15 @@ class CarrierCall:
         self.io: CarrierIO | None = None
         self.call: Call | None = None
         self.runner: asyncio.Task | None = None
+        self.limits = SocketLimits(ws, self.state.settings, self._deny)
         self._warned: set[str] = set()
 
     async def serve(self) -> None:
         """Accept the socket and run it to the end; never raises."""
         await self.ws.accept()
+        if denial := self.state.guard.carrier(self.ws):
+            await self._deny(denial.code, denial.message, denial.close)
+            return
         reason = "error"
         try:
             reason = await self._receive()
@@ -192,9 +198,9 @@ class CarrierCall:
 
     async def _receive(self) -> str:
         while self.runner is None or not self.runner.done():
-            msg = await self.ws.receive()
-            if msg["type"] == "websocket.disconnect":
-                return "caller_disconnected"
+            msg = await self.limits.receive()
+            if isinstance(msg, str):
+                return msg
             now = time.monotonic()
             try:
                 events = self.wire.decode(msg["text"] if msg.get("text") is not None else msg.get("bytes") or b"")
@@ -226,9 +232,13 @@ class CarrierCall:
         return None
 
     def _start(self, started: Started) -> None:
+        if denial := self.state.guard.carrier_start(self.ws, started.secret):
+            raise WireError(denial.code, "the stream carries no valid secret (TALKLINE_CARRIER_SECRET)", denial.close)
         profile_id = started.profile or self.ws.query_params.get("profile") or self.state.settings.default_profile
         if (profile := self.state.profiles.get(profile_id)) is None:
             raise WireError("unknown_profile", f"no profile '{str(profile_id)[:64]}'; GET /profiles lists them", CLOSE_POLICY)
+        if not self.state.calls.take():
+            raise WireError("busy", f"the server is at its limit of {self.state.calls.limit} calls", CLOSE_BUSY_CARRIER)
         state, self.io = self.state, CarrierIO(self.ws, self.wire, started.rate)
         self.call = Call(profile, state.stages, self.io, state.store, state.metrics, started.rate, self.wire.transport)
         self.runner = asyncio.create_task(self.call.run())
@@ -236,18 +246,22 @@ class CarrierCall:
 
     async def _reject(self, error: WireError) -> str | None:
         """Bad input: counted, logged (a warning the first time per kind); only an unservable start closes the socket."""
-        self.state.metrics.errors.labels(code=error.code).inc()
-        level = logging.DEBUG if error.code in self._warned else logging.WARNING
-        self._warned.add(error.code)
+        close = error.close if self.call is None else None
+        await self._deny(error.code, str(error), close)
+        return error.code if close else None
+
+    async def _deny(self, code: str, message: str, close: int | None) -> None:
+        """Carriers have no error event: count, log (a warning the first time per kind), and close with `close` if given."""
+        self.state.metrics.errors.labels(code=code).inc()
+        level = logging.DEBUG if code in self._warned else logging.WARNING
+        self._warned.add(code)
         call = self.call.id if self.call else "(not started)"
-        log.log(level, "%s call %s: %s: %s", self.wire.transport, call, error.code, error)
-        if not error.close or self.call is not None:
-            return None
-        try:
-            await self.ws.close(code=error.close, reason=error.code)
-        except (WebSocketDisconnect, RuntimeError, OSError):
-            pass
-        return error.code
+        log.log(level, "%s call %s: %s: %s", self.wire.transport, call, code, message)
+        if close and self.ws.application_state == WebSocketState.CONNECTED:
+            try:
+                await self.ws.close(code=close, reason=code)
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                pass
 
     async def _finish(self, reason: str) -> None:
         if self.call is not None:
@@ -256,6 +270,8 @@ class CarrierCall:
                 reason = await self.runner
             except Exception:
                 log.exception("%s call %s: call loop failed", self.wire.transport, self.call.id)
+            finally:
+                self.state.calls.give_back()
             log.info("%s call %s ended: %s", self.wire.transport, self.call.id, reason)
         if self.ws.application_state == WebSocketState.CONNECTED:
             try:

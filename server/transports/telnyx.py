@@ -185,7 +185,8 @@ class TelnyxWire:
             found = f"{fmt.encoding}/{fmt.sample_rate}/{fmt.channels}"
             raise WireError("unsupported_format", f"media format {found}; use PCMU or PCMA at 8000 Hz", CLOSE_POLICY)
         self.stream_id, self.codec = msg.stream_id, CODECS[fmt.encoding.upper()]
-        return Started(RATE, msg.start.custom_parameters.get("profile"))
+        params = msg.start.custom_parameters
+        return Started(RATE, params.get("profile"), params.get("secret"))
 
     def audio(self, pcm16: bytes) -> list[str | bytes]:
         return [json.dumps({"event": "media", "media": {"payload": encode_payload(pcm16, self.codec[1])}})]

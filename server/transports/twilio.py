@@ -129,7 +129,8 @@ class TwilioWire:
         if (fmt.encoding, fmt.sample_rate, fmt.channels) != (ENCODING, RATE, 1):
             raise WireError("unsupported_format", f"media format {fmt.encoding}/{fmt.sample_rate}/{fmt.channels}", CLOSE_POLICY)
         self.stream_sid = start.stream_sid
-        return Started(RATE, start.custom_parameters.get("profile"))
+        params = start.custom_parameters
+        return Started(RATE, params.get("profile"), params.get("secret"))
 
     def audio(self, pcm16: bytes) -> list[str | bytes]:
         payload = encode_payload(pcm16, mulaw_encode)

@@ -33,6 +33,7 @@ class Connected(WireMessage):
     event: Literal["websocket:connected"]
     content_type: str = Field(..., alias="content-type")
     profile: str | None = None  # a header of the NCCO's websocket endpoint
+    secret: str | None = None  # another header (TALKLINE_CARRIER_SECRET), or ?secret= in its uri
 
 
 class Dtmf(WireMessage):
@@ -70,7 +71,7 @@ class VonageWire:
             found = msg.content_type[:60]
             raise WireError("unsupported_format", f"content-type '{found}'; use audio/l16;rate=16000 or 8000", CLOSE_POLICY)
         self.rate = int(match.group(1))
-        return [Started(self.rate, msg.profile)]
+        return [Started(self.rate, msg.profile, msg.secret)]
 
     def _audio(self, data: bytes) -> Audio:
         if self.rate is None:

@@ -26,7 +26,7 @@ class SlotIntent:
     name: str
     asks: tuple[str, ...]
     slot: str  # "booking code"
-    shape: str  # a key of values.CODE_SHAPES
+    shape: str  # values.make_code's shape: letters_digits (K7Q2ZP), digits (4821937) or prefixed (HX-48213)
     follow_fact: str | None  # a FactIntent to state once the code is confirmed, else transfer
     done: str  # what the agent says it will do: "pull up that booking"
 

@@ -104,9 +104,6 @@ def choice(options: tuple[str, ...]) -> ValueGen:
     return gen
 
 
-CODE_SHAPES = {"letters_digits": 6, "digits": 7, "prefixed": 5}
-
-
 def tidy(text: str) -> str:
     """Drop the doubled period a value ending in "a.m." leaves before a sentence's full stop."""
     return re.sub(r"([ap]\.m\.)\.(?=\s|$)", r"\1", text)

@@ -32,19 +32,10 @@ def ttt_attention_mask(t: int, step: int, device: torch.device | str | None = No
     return torch.cat([causal] + [diagonal] * step, dim=1)
 
 
-def _rotate_half(x: Tensor) -> Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([-x2, x1], dim=-1)
-
-
 def _attention(attn: Eagle3Attention, x: Tensor, cos: Tensor, sin: Tensor, keys: list[Tensor], values: list[Tensor]) -> Tensor:
     """`Eagle3Attention` with the TTT mask over the keys of all steps so far (this step's are appended)."""
     b, t, _ = x.shape
-    q = attn.q_proj(x).view(b, t, attn.n_heads, attn.head_dim).transpose(1, 2)  # [B, nh, T, hd]
-    k = attn.k_proj(x).view(b, t, attn.n_kv, attn.head_dim).transpose(1, 2)  # [B, nkv, T, hd]
-    v = attn.v_proj(x).view(b, t, attn.n_kv, attn.head_dim).transpose(1, 2)
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+    q, k, v = attn.project(x, cos, sin)
     keys.append(k)
     values.append(v)
     mask = ttt_attention_mask(t, len(keys) - 1, x.device)

@@ -1,0 +1,95 @@
+"""Per-call limits shared by every transport: concurrent calls, call duration, inbound frames per second."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Awaitable, Callable
+
+from starlette.websockets import WebSocket
+
+from server.security import RATE_LIMITED
+from server.settings import Settings
+
+CLOSE_BUSY = 4503  # browser: the server is at TALKLINE_MAX_CALLS
+CLOSE_BUSY_CARRIER = 1013  # carriers: "try again later", the standard code
+ABUSE_S = 5.0  # a socket over its frame rate for longer than this is closed
+
+# How a transport tells the far end about a limit: deny(code, message, close code or None).
+Deny = Callable[[str, str, int | None], Awaitable[None]]
+
+
+class CallSlots:
+    """At most `limit` calls at once in this process."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+    def take(self) -> bool:
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
+
+    def give_back(self) -> None:
+        self.used -= 1
+
+
+class Verdict(enum.Enum):
+    PASS = "pass"
+    DROP = "drop"  # over the rate: dropped silently
+    WARN = "warn"  # over the rate: dropped, and the first such frame this second
+    CLOSE = "close"  # over the rate for longer than ABUSE_S
+
+
+class FrameRate:
+    """Inbound frames per one-second window; frames over the limit are dropped, a socket that keeps it up is closed."""
+
+    def __init__(self, per_s: int, abuse_s: float = ABUSE_S) -> None:
+        self.per_s, self.abuse_s = per_s, abuse_s
+        self.window, self.count = float("-inf"), 0
+        self.over_since: float | None = None
+
+    def check(self, now: float) -> Verdict:
+        if now - self.window >= 1.0:
+            if self.count <= self.per_s or now - self.window >= 2.0:  # the last window (or a quiet one) was within the rate
+                self.over_since = None
+            self.window, self.count = now, 0
+        self.count += 1
+        if self.count <= self.per_s:
+            return Verdict.PASS
+        if self.over_since is None:
+            self.over_since = self.window
+        if now - self.over_since > self.abuse_s:
+            return Verdict.CLOSE
+        return Verdict.WARN if self.count == self.per_s + 1 else Verdict.DROP
+
+
+class SocketLimits:
+    """One socket's deadline (TALKLINE_MAX_CALL_S from the moment it connected) and frame rate, applied on receive."""
+
+    def __init__(self, ws: WebSocket, settings: Settings, deny: Deny) -> None:
+        self.ws, self.deny = ws, deny
+        self.max_s = settings.max_call_s
+        self.deadline = time.monotonic() + settings.max_call_s
+        self.frames = FrameRate(settings.max_frames_per_s)
+
+    async def receive(self) -> dict | str:
+        """The next frame within the limits, or why the socket is done: caller_disconnected, max_duration, rate_limited."""
+        while True:
+            try:
+                msg = await asyncio.wait_for(self.ws.receive(), max(self.deadline - time.monotonic(), 0))
+            except TimeoutError:
+                await self.deny("max_duration", f"calls are limited to {self.max_s:g} s", None)
+                return "max_duration"
+            if msg["type"] == "websocket.disconnect":
+                return "caller_disconnected"
+            verdict = self.frames.check(time.monotonic())
+            if verdict is Verdict.PASS:
+                return msg
+            if verdict is Verdict.WARN:
+                await self.deny("rate_limited", f"over {self.frames.per_s} frames per second: frames dropped", None)
+            elif verdict is Verdict.CLOSE:
+                await self.deny("rate_limited", f"over {self.frames.per_s} frames per second for {ABUSE_S:g} s", RATE_LIMITED.close)
+                return "rate_limited"
