@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 import uvicorn
 
+from bench.latency import free_port
 from pipeline.audio import resample
 from pipeline.profile import VoiceSettings
 from server.app import build_stages, create_app
@@ -76,11 +76,6 @@ class ServerThread:
         self.server.should_exit = True
         self.thread.join(timeout=10)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
