@@ -26,39 +26,30 @@ def _logging(level: str) -> None:
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(envvar="TALKLINE_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(envvar="TALKLINE_PORT")] = 8000,
-    profiles: Annotated[Path | None, typer.Option(envvar="TALKLINE_PROFILES", help="folder of profile YAML files")] = None,
-    db: Annotated[str, typer.Option(envvar="TALKLINE_DB", help="SQLAlchemy database URL")] = "sqlite:///talkline.db",
-    llm: Annotated[str, typer.Option(envvar="TALKLINE_LLM", help="LLM backend: embedded or sglang")] = "embedded",
-    llm_url: Annotated[
-        str | None, typer.Option(envvar="TALKLINE_LLM_URL", help="http://HOST:PORT of an OpenAI-compatible server (--llm sglang)")
-    ] = None,
-    llm_timeout: Annotated[
-        float, typer.Option(envvar="TALKLINE_LLM_TIMEOUT", help="seconds to wait for the LLM server before the fallback line")
-    ] = 10.0,
+    host: Annotated[str | None, typer.Option(help="listen address [TALKLINE_HOST, 127.0.0.1]")] = None,
+    port: Annotated[int | None, typer.Option(help="listen port [TALKLINE_PORT, 8000]")] = None,
+    profiles: Annotated[Path | None, typer.Option(help="folder of profile YAML files [TALKLINE_PROFILES]")] = None,
+    db: Annotated[str | None, typer.Option(help="SQLAlchemy database URL [TALKLINE_DB]")] = None,
+    llm: Annotated[str | None, typer.Option(help="LLM backend: embedded or sglang [TALKLINE_LLM]")] = None,
+    llm_url: Annotated[str | None, typer.Option(help="http://HOST:PORT of an OpenAI-compatible server [TALKLINE_LLM_URL]")] = None,
+    llm_timeout: Annotated[float | None, typer.Option(help="seconds to wait for the LLM server [TALKLINE_LLM_TIMEOUT]")] = None,
     model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
-    """Run the voice server (embedded models) on HOST:PORT."""
+    """Run the voice server on HOST:PORT; a flag overrides its TALKLINE_* variable, which Settings reads."""
     import uvicorn
 
     from models.assets import llm_dir
     from server.app import create_app
-    from server.settings import DEFAULT_PROFILES, Settings
+    from server.settings import Settings
 
     _logging(log_level)
-    settings = Settings(
-        host=host,
-        port=port,
-        profiles_dir=profiles or DEFAULT_PROFILES,
-        db_url=db,
-        llm=llm,
-        llm_url=llm_url,
-        llm_timeout=llm_timeout,
-        model_path=llm_dir(model) if llm == "embedded" else None,
-    )
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level, ws_max_size=1 << 20)
+    flags = {"host": host, "port": port, "profiles_dir": profiles, "db_url": db, "llm": llm, "llm_url": llm_url,
+             "llm_timeout": llm_timeout}
+    settings = Settings(**{k: v for k, v in flags.items() if v is not None})
+    if settings.llm == "embedded":
+        settings.model_path = llm_dir(model)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level, ws_max_size=1 << 20)
 
 
 @app.command("engine")
