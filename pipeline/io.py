@@ -28,6 +28,17 @@ class CallIO(Protocol):
     async def segment_sent(self, segment: Segment) -> None:
         """A clause's audio was fully handed over (carriers turn this into a mark)."""
 
+    async def transfer(self, target: str) -> None:
+        """Hand the caller to `target` (phone number or SIP URI) once the agent's last words played.
+        Raises CallControlError when the carrier refuses; the call loop then tells the caller."""
+
+    async def hang_up(self) -> None:
+        """End the call from the agent's side (end_call), once the goodbye played."""
+
+
+class CallControlError(RuntimeError):
+    """The transport could not transfer or hang up (carrier API error, missing credentials); says what to fix."""
+
 
 @dataclass(frozen=True)
 class AudioIn:

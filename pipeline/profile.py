@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeline.tools import Tool, TransferTool
 
 PROFILE_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 DtmfKey = Annotated[str, Field(pattern=r"^[0-9*#]$")]
@@ -47,6 +49,13 @@ class Escalation(_Strict):
     description: str = "a human agent"
 
 
+class DtmfTool(_Strict):
+    """A keypad digit that runs a tool directly, e.g. 0 = transfer_to_human."""
+
+    tool: str = Field(..., min_length=1)
+    arguments: dict = {}
+
+
 class Profile(_Strict):
     id: str = Field(..., pattern=PROFILE_ID_PATTERN)
     brand: str = Field(..., min_length=1)
@@ -60,13 +69,37 @@ class Profile(_Strict):
     llm: LLMSettings = LLMSettings()
     turn: TurnSettings = TurnSettings()
     escalation: Escalation | None = None
-    dtmf: dict[DtmfKey, Annotated[str, Field(min_length=1)]] = Field({}, description="keypad digit -> what the caller means")
+    tools: list[Tool] = []
+    dtmf: dict[DtmfKey, Annotated[str, Field(min_length=1)] | DtmfTool] = Field(
+        {}, description="keypad digit -> what the caller means, or {tool: NAME} to run a tool"
+    )
 
     @field_validator("dtmf", mode="before")
     @classmethod
     def _digits_as_text(cls, value: object) -> object:
         """YAML reads an unquoted `1:` key as a number."""
         return {str(k): v for k, v in value.items()} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _tools_resolve(self) -> Profile:
+        names = [t.name for t in self.tools]
+        if len(names) != len(set(names)):
+            raise ValueError(f"tools: each name once, got {names}")
+        if any(isinstance(t, TransferTool) and not t.target for t in self.tools) and not self.escalation:
+            raise ValueError("tools: transfer_to_human needs a target, or an escalation section")
+        for digit, action in self.dtmf.items():
+            if isinstance(action, DtmfTool) and action.tool not in names:
+                raise ValueError(f"dtmf.{digit}: tool '{action.tool}' is not declared in tools")
+        return self
+
+    def tool(self, name: str):
+        """The declared tool called `name`, or None."""
+        return next((t for t in self.tools if t.name == name), None)
+
+    def transfer_target(self) -> str | None:
+        """Where transfer_to_human sends the caller: the tool's own target, else the escalation target."""
+        tool = self.tool("transfer_to_human")
+        return (tool.target if tool and tool.target else None) or (self.escalation.target if self.escalation else None)
 
 
 def _describe(error: ValidationError) -> str:

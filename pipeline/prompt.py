@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.profile import Profile
+from pipeline.tools import prompt_lines
 
-Role = Literal["user", "assistant"]
+Role = Literal["user", "assistant", "tool"]
 
 VOICE_STYLE = (
     "You are speaking on a phone call: answer in at most two short sentences, about 35 words, "
@@ -36,6 +37,8 @@ def system_prompt(profile: Profile) -> str:
             f"to {profile.escalation.description}."
         )
     lines.append("If a fact is not listed above, say you don't have that information.")
+    team = profile.escalation.description if profile.escalation else "a human agent"
+    lines += prompt_lines(profile.tools, team)
     return "\n".join(lines)
 
 
@@ -50,6 +53,8 @@ def build_messages(profile: Profile, history: list[Message], history_turns: int 
     if len(recent) > keep:
         step = max(keep // 2, 1)
         recent = recent[-(-(len(recent) - keep) // step) * step :]
+        while recent and recent[0].role == "tool":  # never a tool result without its call
+            recent = recent[1:]
     return [{"role": "system", "content": system_prompt(profile)}] + [
         {"role": m.role, "content": m.content} for m in recent
     ]

@@ -19,13 +19,16 @@ def train_data(
     seed: Annotated[int, typer.Option()] = 1234,
     conversations: Annotated[int, typer.Option(help="training conversations")] = 6000,
     scenarios: Annotated[Path, typer.Option(help="where the held-out eval scenarios go")] = Path("training/scenarios_heldout.jsonl"),
+    tool_scenarios: Annotated[Path, typer.Option(help="where the held-out tool scenarios go")] = Path(
+        "training/scenarios_tools_heldout.jsonl"
+    ),
 ) -> None:
     """Generate the seeded conversations, held-out scenarios and general prompts."""
     import json
 
     from training.data.generate import DataConfig, generate
 
-    manifest = generate(out, DataConfig(seed=seed, train_conversations=conversations), scenarios)
+    manifest = generate(out, DataConfig(seed=seed, train_conversations=conversations), scenarios, tool_scenarios)
     typer.echo(json.dumps(manifest["counts"], indent=2))
 
 

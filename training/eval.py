@@ -24,7 +24,7 @@ def load_scenarios(path: Path, limit: int | None = None) -> list[dict]:
 def answer(engine: Engine, scenario: dict, max_new_tokens: int = 60) -> str:
     """The engine's greedy reply to a scenario's history, prompted exactly as a call would be."""
     profile = parse_profile(scenario["profile"], scenario.get("id", "<scenario>"))
-    history = [Message(m["role"], m["content"]) for m in scenario["messages"] if m["role"] in ("user", "assistant")]
+    history = [Message(m["role"], m["content"]) for m in scenario["messages"] if m["role"] in ("user", "assistant", "tool")]
     prompt = engine.encode_chat(build_messages(profile, history))
     return "".join(engine.generate_text(engine.new_session(), prompt, max_new_tokens)).strip()
 

@@ -8,23 +8,31 @@
 | no_markdown | 0.5 | 1 without markdown, list bullets, links or emoji, else 0 |
 | escalation | 1.0 | out-of-knowledge: 1 for saying it doesn't have that; human request: 1 for offering/confirming the transfer to the profile's team (0.5 without naming it); facts asked: -1 for a false "I don't have that" |
 | persona | 1.0 | -1 for breaking persona ("as an AI", "language model") or naming another brand (`checks.must_not_include`), else 0 |
+| action | 1.5 | profiles with tools: 1 for calling the expected tool with the expected arguments (or rightly none), -1 for calling a tool that was not wanted, else 0 |
+
+Every reward but `action` scores the spoken part of the reply: the text before any tool call.
 """
 
 from __future__ import annotations
 
 import re
 
-from training.checks import has_markdown, word_count
+from training.checks import check_action, has_markdown, split_call, word_count
 from training.data.dialogues import DONT_KNOW
 from training.textnorm import contains
 
 FACT_KINDS = ("fact", "multi_fact", "slot")
-REWARD_WEIGHTS = {"fact": 2.0, "brevity": 0.5, "no_markdown": 0.5, "escalation": 1.0, "persona": 1.0}
+REWARD_WEIGHTS = {"fact": 2.0, "brevity": 0.5, "no_markdown": 0.5, "escalation": 1.0, "persona": 1.0, "action": 1.5}
+
+
+def raw_text(completion: str | list[dict]) -> str:
+    """A completion's text, whether TRL passes a string or a list of chat messages."""
+    return completion if isinstance(completion, str) else "".join(m["content"] for m in completion)
 
 
 def text_of(completion: str | list[dict]) -> str:
-    """A completion's text, whether TRL passes a string or a list of chat messages."""
-    return completion if isinstance(completion, str) else "".join(m["content"] for m in completion)
+    """The spoken part of a completion."""
+    return split_call(raw_text(completion))[0]
 
 
 def sentence_count(text: str) -> int:
@@ -48,6 +56,9 @@ def brevity(completions: list, **_) -> list[float]:
     out = []
     for completion in completions:
         reply = text_of(completion).strip()
+        if not reply and split_call(raw_text(completion))[1]:  # a silent tool call (the server says the filler)
+            out.append(1.0)
+            continue
         words = word_count(reply)
         score = 0.0 if not reply else 1.0 if words <= 35 else max(0.0, 1 - (words - 35) / 35)
         unfinished = not reply.endswith((".", "?", "!"))  # cut off at the token limit
@@ -81,4 +92,16 @@ def persona(completions: list, checks: list[dict], **_) -> list[float]:
     return [-1.0 if any(contains(text_of(x), p) for p in c.get("must_not_include") or []) else 0.0 for x, c in zip(completions, checks)]
 
 
-REWARD_FUNCS = [fact, brevity, no_markdown, escalation, persona]
+def action(completions: list, checks: list[dict], **_) -> list[float | None]:
+    out: list[float | None] = []
+    for completion, c in zip(completions, checks):
+        if "action" not in c:
+            out.append(None)
+            continue
+        call = split_call(raw_text(completion))[1]
+        unwanted = call is not None and call["name"] != c["action"]
+        out.append(1.0 if all(check_action(call, c).values()) else -1.0 if unwanted else 0.0)
+    return out
+
+
+REWARD_FUNCS = [fact, brevity, no_markdown, escalation, persona, action]

@@ -14,7 +14,7 @@ from training.rewards import REWARD_FUNCS, REWARD_WEIGHTS
 from training.runlog import MetricsLog, write_config
 from training.sft import last_checkpoint, read_jsonl
 
-RL_KINDS = ("fact", "multi_fact", "slot", "out_of_knowledge", "human", "small_talk")
+RL_KINDS = ("fact", "multi_fact", "slot", "out_of_knowledge", "human", "small_talk", "tool")
 
 
 @dataclass
@@ -26,7 +26,7 @@ class RLRunConfig:
     max_steps: int = 50
     prompts_per_step: int = 2
     num_generations: int = 4  # completions per prompt; GRPO compares them with each other
-    max_completion_length: int = 48
+    max_completion_length: int = 64  # room for a tool call after a short sentence
     temperature: float = 0.9
     lr: float = 2e-5
     beta: float = 0.02  # KL to the SFT adapter (a frozen copy), keeps RL from drifting

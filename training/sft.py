@@ -51,15 +51,19 @@ class MixedSFTTrainer(SFTTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         labels = inputs["labels"][:, 1:]
-        logits = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False).logits
-        ce_sum = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction="sum")
-        tokens = (labels != -100).sum() if num_items_in_batch is None else num_items_in_batch
+        trained = labels != -100
+        cols = trained.any(0).nonzero().squeeze(1)  # LM head only where some row has a label: ~half the positions
+        logits = model(
+            input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False, logits_to_keep=cols
+        ).logits
+        ce_sum = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, cols].flatten(), ignore_index=-100, reduction="sum")
+        tokens = trained.sum() if num_items_in_batch is None else num_items_in_batch
         ce = ce_sum / torch.as_tensor(tokens, device=ce_sum.device).clamp(min=1)
         if self.args.average_tokens_across_devices and num_items_in_batch is not None:
             ce = ce * self.accelerator.num_processes
         loss = ce
         mode = "train" if model.training else "eval"
-        self._metrics[mode]["domain_ce"].append(ce_sum.item() / max(int((labels != -100).sum()), 1))
+        self._metrics[mode]["domain_ce"].append(ce_sum.item() / max(int(trained.sum()), 1))
         if self.kl_coef and model.training:
             kl = kl_to_base(model, self.accelerator.unwrap_model(model), next(self.general))
             steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from pipeline.profile import Profile, parse_profile
-from training.data.catalog import FactIntent, Sector
+from training.data.catalog import FactIntent, Sector, SlotIntent
 from training.data.generic import SUPPORT_LINE
 from training.data.sectors_services import SERVICE_SECTORS
 from training.data.sectors_travel import TRAVEL_SECTORS
@@ -45,6 +45,7 @@ class Brand:
     known: dict[str, Value]  # fact intent name -> its value in this brand's profile
     unknown: tuple[FactIntent, ...]  # sector intents this profile has no fact for
     split: str
+    lookup: SlotIntent | None = None  # the record its lookup tool finds, when the profile declares tools
 
     @property
     def name(self) -> str:

@@ -7,12 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.prompt import Message
+from pipeline.tools import ToolCall
+from training.data import tooluse as t
 from training.data import generic as g
 from training.data.brands import Brand, fact_intents
 from training.data.callers import HARD_TONES, agent_says, caller_plain, caller_says, lower_first
 from training.data.values import make_code, spoken_code, tidy
 
-KINDS = ("fact", "multi_fact", "slot", "out_of_knowledge", "human", "small_talk")
+KINDS = ("fact", "multi_fact", "slot", "out_of_knowledge", "human", "small_talk", "tool")
 DONT_KNOW = [
     "don't have", "do not have", "don't know", "not sure", "no information", "not able to say", "not able to provide",
     "can't provide", "cannot provide",
@@ -32,25 +34,33 @@ class Dialogue:
     include_all: list[str] = field(default_factory=list)
     include_any: list[str] = field(default_factory=list)
     answer: str = ""  # the bare answer sentence of a fact reply, for "say that again"
+    tools: bool = False  # the profile declares tools: the checks then include the expected action
+    action: str | None = None  # the tool the last reply must call (None: no call)
+    arguments: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.history = [Message(m.role, tidy(m.content)) for m in self.history]
 
     def checks(self, rivals: list[str]) -> dict:
         """The checks the last reply must pass (the eval and reward schema)."""
-        return {
+        checks = {
             "must_include_any": self.include_any,
             "must_include_all": self.include_all,
             "must_not_include": PERSONA_BREAKS + rivals,
             "max_words": MAX_WORDS,
             "no_markdown": True,
         }
+        if self.tools:
+            checks |= {"action": self.action, "arguments": self.arguments}
+        return checks
 
 
 def curriculum_stage(kind: str, tone: str) -> str:
     """Easy to hard: plain facts, then multi-turn, then difficult callers, then refusals and escalation."""
     if kind in ("out_of_knowledge", "human"):
         return "escalation"
+    if kind == "tool":
+        return "multi_turn" if tone not in HARD_TONES else "tones"
     if tone in HARD_TONES:
         return "tones"
     return "facts" if kind in ("fact", "small_talk") else "multi_turn"
@@ -177,16 +187,41 @@ def small_talk(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
     return Dialogue(history, intent, "small_talk", tone, include_all=include)
 
 
+def tool(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
+    """A record lookup through the brand's tool and its spoken result, or a goodbye that hangs up."""
+    if brand.lookup and rng.random() < 0.65:
+        history, got = t.lookup_dialogue(rng, brand, tone)
+        include = [got["date"]] if got["date"] else []
+        return Dialogue(history, t.lookup_name(brand.lookup), "tool", tone, include_all=include, include_any=got["expect_any"], tools=True)
+    history = t.goodbye(rng, brand, tone)
+    if not brand.profile.tools:
+        return Dialogue(history, "goodbye", "tool", tone, include_all=[brand.name])
+    call = ToolCall("end_call")
+    return Dialogue(t.ends_with_call(history, call), "goodbye", "tool", tone, include_all=[brand.name], tools=True, action="end_call")
+
+
+def with_actions(dialogue: Dialogue, brand: Brand) -> Dialogue:
+    """For a brand with tools: a transfer the agent announces also calls transfer_to_human; nothing else calls a tool."""
+    if not brand.profile.tools or dialogue.tools:
+        return dialogue
+    dialogue.tools = True
+    if dialogue.kind == "human" and brand.team:
+        dialogue.history = t.ends_with_call(dialogue.history, ToolCall("transfer_to_human"))
+        dialogue.action = "transfer_to_human"
+    return dialogue
+
+
 def catalog_intents() -> set[str]:
     """Every intent the generator can produce (an unknown fact counts as its fact intent)."""
     from training.data.brands import SECTORS
 
     facts = {i.name for sector in SECTORS.values() for i in fact_intents(sector)}
     slots = {s.name for sector in SECTORS.values() for s in sector.slots}
-    return facts | slots | set(g.SMALL_TALK) | {"off_topic", "human_request", "human_confirm"}
+    lookups = {t.lookup_name(s) for sector in SECTORS.values() for s in sector.slots}
+    return facts | slots | lookups | set(g.SMALL_TALK) | {"off_topic", "human_request", "human_confirm", "goodbye"}
 
 
 BUILDERS: dict[str, Callable[[random.Random, Brand, str], Dialogue]] = {
     "fact": fact, "multi_fact": multi_fact, "slot": slot, "out_of_knowledge": out_of_knowledge,
-    "human": human, "small_talk": small_talk,
+    "human": human, "small_talk": small_talk, "tool": tool,
 }

@@ -11,10 +11,16 @@ from pathlib import Path
 from pipeline.prompt import build_messages
 from training.data.brands import SECTORS, Brand, brand_names, make_brand
 from training.data.callers import TONES
-from training.data.dialogues import BUILDERS, KINDS, Dialogue, catalog_intents, curriculum_stage, slot_request
+from training.data import tooluse
+from training.data.dialogues import (
+    BUILDERS, KINDS, Dialogue, catalog_intents, curriculum_stage, fact, human, slot_request, tool, with_actions,
+)
 from training.data.general import general_prompts
 
 SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_heldout.jsonl"
+TOOL_SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_tools_heldout.jsonl"
+SCENARIO_KINDS = KINDS[:6]  # the tool-free scenario file; tool scenarios have their own
+TOOL_SCENARIO_KINDS = ("tool_call", "tool_result", "transfer", "end_call", "no_call")
 
 
 @dataclass(frozen=True)
@@ -26,8 +32,10 @@ class DataConfig:
     train_conversations: int = 6000
     heldout_conversations: int = 400
     scenarios: int = 200
+    tool_scenarios: int = 150
+    tool_brand_fraction: float = 0.5  # of training brands whose profile declares tools
     general_prompts: int = 200
-    kind_weights: tuple[float, ...] = (0.32, 0.12, 0.18, 0.14, 0.11, 0.13)  # in dialogues.KINDS order
+    kind_weights: tuple[float, ...] = (0.32, 0.12, 0.18, 0.14, 0.11, 0.13, 0.14)  # in dialogues.KINDS order
 
 
 def make_brands(cfg: DataConfig) -> dict[str, list[Brand]]:
@@ -44,6 +52,16 @@ def make_brands(cfg: DataConfig) -> dict[str, list[Brand]]:
     return splits
 
 
+def tool_brand(cfg: DataConfig, brand: Brand) -> Brand:
+    return tooluse.with_tools(random.Random(f"tools-{cfg.seed}-{brand.name}"), brand)
+
+
+def with_some_tools(cfg: DataConfig, brands: list[Brand]) -> list[Brand]:
+    """Each brand, given tools with probability tool_brand_fraction (decided per brand, from the seed)."""
+    pick = random.Random(f"tool-brands-{cfg.seed}")
+    return [tool_brand(cfg, b) if pick.random() < cfg.tool_brand_fraction else b for b in brands]
+
+
 def _rivals(rng: random.Random, brand: Brand) -> list[str]:
     """Three other brand names of the same sector, which the reply must never mention."""
     stem = brand.name.split()[0]
@@ -52,7 +70,9 @@ def _rivals(rng: random.Random, brand: Brand) -> list[str]:
 
 def conversation(rng: random.Random, brand: Brand, kind: str, tone: str) -> dict:
     """One chat-format training record: system prompt via build_messages, then the dialogue."""
-    dialogue = BUILDERS[kind](rng, brand, tone)
+    if kind == "slot" and brand.profile.tools:
+        kind = "tool"  # a brand that can look records up does
+    dialogue = with_actions(BUILDERS[kind](rng, brand, tone), brand)
     return _record(brand, dialogue, _rivals(rng, brand))
 
 
@@ -73,6 +93,20 @@ def conversations(cfg: DataConfig, brands: list[Brand], n: int, salt: str) -> li
     ]
 
 
+def _scenario(i: int, brand: Brand, dialogue: Dialogue, rivals: list[str], kind: str | None = None) -> dict:
+    """An eval scenario: the history up to the agent's last reply, which becomes the reference, and its checks."""
+    history = [{"role": m.role, "content": m.content} for m in dialogue.history]
+    target = history.pop()
+    return {
+        "id": f"{brand.profile.id}-{dialogue.intent}-{i}",
+        "profile": brand.profile.model_dump(mode="json", exclude_defaults=True),
+        "messages": history,
+        "checks": dialogue.checks(rivals),
+        "reference": target["content"],
+        "meta": {"sector": brand.sector.name, "intent": dialogue.intent, "tone": dialogue.tone, "kind": kind or dialogue.kind},
+    }
+
+
 def scenarios(cfg: DataConfig, brands: list[Brand]) -> list[dict]:
     """Eval scenarios from held-out brands: the history up to the caller's last turn, and its checks."""
     rng = random.Random(f"scenarios-{cfg.seed}")
@@ -80,19 +114,37 @@ def scenarios(cfg: DataConfig, brands: list[Brand]) -> list[dict]:
     out = []
     for i in range(cfg.scenarios):
         brand = brands[i % len(brands)]
-        kind = rng.choices(KINDS + ("slot_request",), cfg.kind_weights + (0.06,))[0]
+        kind = rng.choices(SCENARIO_KINDS + ("slot_request",), cfg.kind_weights[: len(SCENARIO_KINDS)] + (0.06,))[0]
         build = slot_request if kind == "slot_request" else BUILDERS[kind]
-        dialogue = build(rng, brand, rng.choice(TONES))
-        history = [{"role": m.role, "content": m.content} for m in dialogue.history]
-        target = history.pop()
-        out.append({
-            "id": f"{brand.profile.id}-{dialogue.intent}-{i}",
-            "profile": brand.profile.model_dump(mode="json", exclude_defaults=True),
-            "messages": history,
-            "checks": dialogue.checks(_rivals(rng, brand)),
-            "reference": target["content"],
-            "meta": {"sector": brand.sector.name, "intent": dialogue.intent, "tone": dialogue.tone, "kind": dialogue.kind},
-        })
+        out.append(_scenario(i, brand, build(rng, brand, rng.choice(TONES)), _rivals(rng, brand)))
+    return out
+
+
+def tool_dialogue(rng: random.Random, brand: Brand, kind: str, tone: str) -> Dialogue:
+    """One held-out tool scenario's dialogue, ending at the reply under test."""
+    if kind in ("tool_call", "tool_result"):
+        while (d := tool(rng, brand, tone)).intent == "goodbye":
+            pass
+        if kind == "tool_result":
+            return d
+        call = json.loads(d.history[4].content.removeprefix("<tool_call>").removesuffix("</tool_call>"))
+        return Dialogue(d.history[:5], d.intent, "tool", tone, tools=True, action=call["name"], arguments=call["arguments"])
+    if kind == "end_call":
+        while (d := tool(rng, brand, tone)).intent != "goodbye":
+            pass
+        return d
+    return with_actions((human if kind == "transfer" else fact)(rng, brand, tone), brand)
+
+
+def tool_scenarios(cfg: DataConfig, brands: list[Brand]) -> list[dict]:
+    """Held-out tool scenarios: call the lookup with the code, speak its result, transfer, hang up, or call nothing."""
+    rng = random.Random(f"tool-scenarios-{cfg.seed}")
+    brands = [b for b in rng.sample(brands, len(brands)) if b.team]
+    out = []
+    for i in range(cfg.tool_scenarios):
+        brand, kind = brands[i % len(brands)], TOOL_SCENARIO_KINDS[i % len(TOOL_SCENARIO_KINDS)]
+        dialogue = tool_dialogue(rng, brand, kind, rng.choice(TONES))
+        out.append(_scenario(i, brand, dialogue, _rivals(rng, brand), kind))
     return out
 
 
@@ -103,25 +155,30 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
             f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
 
 
-def generate(out: Path, cfg: DataConfig = DataConfig(), scenarios_path: Path | None = None) -> dict:
-    """Write train.jsonl, heldout.jsonl, general.jsonl and manifest.json under `out` (and the scenarios file)."""
+def generate(
+    out: Path, cfg: DataConfig = DataConfig(), scenarios_path: Path | None = None, tool_scenarios_path: Path | None = None
+) -> dict:
+    """Write train.jsonl, heldout.jsonl, general.jsonl and manifest.json under `out` (and both scenario files)."""
     splits = make_brands(cfg)
-    train = conversations(cfg, splits["train"], cfg.train_conversations, "train")
-    heldout = conversations(cfg, splits["heldout"], cfg.heldout_conversations, "heldout")
+    train = conversations(cfg, with_some_tools(cfg, splits["train"]), cfg.train_conversations, "train")
+    heldout = conversations(cfg, with_some_tools(cfg, splits["heldout"]), cfg.heldout_conversations, "heldout")
     evals = scenarios(cfg, splits["heldout"])
+    tool_evals = tool_scenarios(cfg, [tool_brand(cfg, b) for b in splits["heldout"]])
     general = [{"prompt": p} for p in general_prompts(cfg.seed, cfg.general_prompts)]
     write_jsonl(out / "train.jsonl", train)
     write_jsonl(out / "heldout.jsonl", heldout)
     write_jsonl(out / "general.jsonl", general)
     write_jsonl(scenarios_path or out / "scenarios_heldout.jsonl", evals)
+    write_jsonl(tool_scenarios_path or out / "scenarios_tools_heldout.jsonl", tool_evals)
     manifest = {
         "config": asdict(cfg),
         "counts": {
-            "train": len(train), "heldout": len(heldout), "scenarios": len(evals), "general": len(general),
+            "train": len(train), "heldout": len(heldout), "scenarios": len(evals), "tool_scenarios": len(tool_evals), "general": len(general),
             "train_brands": len(splits["train"]), "heldout_brands": len(splits["heldout"]),
             "intents": len(catalog_intents()),
             "intents_seen": len({r["meta"]["intent"].removeprefix("unknown_") for r in train + heldout}),
             "by_kind": dict(Counter(r["meta"]["kind"] for r in train)),
+            "with_tools": sum("action" in r["meta"]["checks"] for r in train),
             "by_stage": dict(Counter(r["meta"]["curriculum_stage"] for r in train)),
             "by_tone": dict(Counter(r["meta"]["tone"] for r in train)),
         },
