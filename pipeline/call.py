@@ -1,4 +1,4 @@
-"""One call, top to bottom: greet, listen, answer, barge-in; history keeps only what the caller heard."""
+"""One call, top to bottom: greet, listen, answer (tools included), barge-in; history keeps only what the caller heard."""
 
 from __future__ import annotations
 
@@ -7,28 +7,32 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.actions import post_json
+from pipeline.agent_turn import Control, Part, Turn
 from pipeline.asr import RATE as ASR_RATE
 from pipeline.asr import TurnTranscriber
 from pipeline.audio import StreamResampler, resample
 from pipeline.clauses import ClauseSplitter
-from pipeline.io import AudioIn, CallIO, DtmfIn, HangUp, Inbound, TextIn
+from pipeline.io import AudioIn, CallControlError, CallIO, DtmfIn, HangUp, Inbound, TextIn
 from pipeline.llm import LLMError
 from pipeline.metrics import Metrics
 from pipeline.playout import Playout
-from pipeline.profile import Profile
+from pipeline.profile import DtmfTool, Profile
 from pipeline.prompt import Message, build_messages
 from pipeline.stages import Stages
-from pipeline.store import Store, TurnRecord, utcnow
+from pipeline.store import Store
+from pipeline.tools import HttpTool, SpeechFilter, ToolCall, split_reply
 from pipeline.turns import endpoint_ms
 from pipeline.vad import SpeechDetector, SpeechEvent
 
 log = logging.getLogger(__name__)
+MAX_HTTP_CALLS = 2  # HTTP tool calls answered per caller turn
+END_REASONS = {"transfer_to_human": "transferred", "end_call": "agent_hangup"}
 
 
 def new_call_id() -> str:
@@ -41,35 +45,6 @@ class Draft:
 
     task: asyncio.Task
     gate: asyncio.Event
-
-
-@dataclass
-class Turn:
-    """One agent reply and the caller input it answers (none for the greeting).
-
-    A turn gets its index when it is committed: at once for typed input, at the endpoint for a
-    preemptive reply (which may run ahead, gated, and be discarded if the caller goes on speaking).
-    """
-
-    caller_text: str | None
-    input_end: float | None  # monotonic time of the caller's last voiced sample (or typed text)
-    index: int | None = None
-    gate: asyncio.Event | None = None  # set when the endpoint confirms a preemptive turn
-    started_at: datetime = field(default_factory=utcnow)
-    asr_ms: float | None = None
-    llm_ttft_ms: float | None = None
-    tts_ttfb_ms: float | None = None
-    voice_to_voice_ms: float | None = None
-    interrupted: bool = False
-    typed: bool = False
-
-    def latencies(self) -> dict[str, float | None]:
-        return {
-            "asr": self.asr_ms,
-            "llm_ttft": self.llm_ttft_ms,
-            "tts_ttfb": self.tts_ttfb_ms,
-            "voice_to_voice": self.voice_to_voice_ms,
-        }
 
 
 async def one_line(text: str) -> AsyncIterator[str]:
@@ -97,7 +72,7 @@ class Call:
         self.id = call_id or new_call_id()
         self.profile, self.stages, self.io, self.store, self.metrics = profile, stages, io, store, metrics
         self.transport = transport
-        self.inbox: asyncio.Queue[Inbound] = asyncio.Queue()
+        self.inbox: asyncio.Queue[Inbound | Control] = asyncio.Queue()
         self.history: list[Message] = []
         self.llm = stages.llm.open_session()
         turn = profile.turn
@@ -123,10 +98,10 @@ class Call:
         player = asyncio.create_task(self.playout.run())
         reason = "error"
         try:
-            self._start_reply(self._speak(Turn(None, None), one_line(self.profile.greeting)))
-            while not isinstance(item := await self.inbox.get(), HangUp):
-                await self._handle(item)
-            reason = item.reason
+            self._start_reply(self._say_line(Turn(None, None), self.profile.greeting))
+            while (ended := await self._handle(await self.inbox.get())) is None:
+                pass
+            reason = ended
         finally:
             self.transcriber.cancel()
             await self._cancel(self.reply, self.draft and self.draft.task, player)
@@ -136,13 +111,29 @@ class Call:
             self.metrics.active_calls.dec()
         return reason
 
-    async def _handle(self, item: Inbound) -> None:
+    async def _handle(self, item: Inbound | Control) -> str | None:
+        """One inbox item; returns the end reason once the call is over."""
+        if isinstance(item, HangUp):
+            return item.reason
+        if isinstance(item, Control):
+            return await self._control(item.call)
         if isinstance(item, AudioIn):
             await self._audio(item)
         elif isinstance(item, TextIn):
-            await self._typed(item.text, item.arrived)
+            await self._take_turn(self._answer(Turn(item.text, item.arrived, typed=True)))
         elif isinstance(item, DtmfIn):
-            await self._typed(self.profile.dtmf.get(item.digit, f"The caller pressed {item.digit}."), item.arrived)
+            await self._keypress(item)
+        return None
+
+    async def _keypress(self, item: DtmfIn) -> None:
+        """A digit the profile maps to a tool runs it without the model; any other is caller text."""
+        pressed = f"The caller pressed {item.digit}."
+        action = self.profile.dtmf.get(item.digit, pressed)
+        if isinstance(action, DtmfTool):
+            call = ToolCall(action.tool, action.arguments)
+            await self._take_turn(self._answer(Turn(pressed, item.arrived, typed=True), call))
+        else:
+            await self._take_turn(self._answer(Turn(action, item.arrived, typed=True)))
 
     @property
     def replying(self) -> bool:
@@ -209,19 +200,104 @@ class Call:
             await gate.wait()
         await self.io.send_event({"type": "transcript", "text": "", "final": True})
 
-    async def _typed(self, text: str, arrived: float) -> None:
+    async def _take_turn(self, reply: Coroutine) -> None:
+        """Input that needs no endpoint (typed text, a keypress): it interrupts the agent and is answered at once."""
         self._discard_draft()
         if self.replying:
             await self._barge_in()
-        self._start_reply(self._answer(Turn(text, arrived, typed=True)))
+        self._start_reply(reply)
 
     # ---- answering -------------------------------------------------------------------------
     def _start_reply(self, coro) -> None:
         self.reply = asyncio.create_task(coro)
 
-    async def _answer(self, turn: Turn) -> None:
-        messages = build_messages(self.profile, [*self.history, Message("user", turn.caller_text or "")])
-        await self._speak(turn, self._llm_text(turn, messages))
+    async def _say_line(self, turn: Turn, line: str) -> None:
+        """A turn of fixed words: the greeting, or the fallback line."""
+        await self._reply(turn, self._speak(turn, one_line(line)))
+
+    async def _answer(self, turn: Turn, call: ToolCall | None = None) -> None:
+        """The model's answer to the caller (a keyed tool `call` stands in for its first reply)."""
+        await self._reply(turn, self._rounds(turn, call))
+
+    async def _reply(self, turn: Turn, speaking: Coroutine) -> None:
+        """Speak, wait until the audio played, close the turn (even when cut short, or when it said nothing); then
+        hand a transfer or hang-up it decided to the call loop."""
+        try:
+            await speaking
+            await self._commit(turn, [])
+            await self.playout.drain()
+            if turn.control is not None:
+                turn.tool_calls.append({"name": turn.control.name, "arguments": turn.control.arguments})
+        except asyncio.CancelledError:
+            turn.interrupted = True
+            raise
+        finally:
+            if turn.index is not None:
+                await asyncio.shield(self._close_turn(turn))
+        if turn.control is not None:
+            self.push(Control(turn.control))
+
+    async def _rounds(self, turn: Turn, call: ToolCall | None) -> None:
+        """Model replies, each spoken as it streams: an HTTP tool's answer goes back to the model for the next
+        (at most MAX_HTTP_CALLS a turn); a transfer or hang-up ends the turn."""
+        prior = [*self.history, Message("user", turn.caller_text or "")]
+        for answered in range(MAX_HTTP_CALLS + 1):
+            part = Part(self.playout.segment_count(turn.index))
+            turn.parts.append(part)
+            if call is None:
+                messages = build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)])
+                call = await self._model_reply(turn, part, messages)
+            part.last = self.playout.segment_count(turn.index)
+            if call is None:
+                return
+            tool = self.profile.tool(call.name)
+            if not isinstance(tool, HttpTool):
+                part.call = turn.control = call
+                return
+            if answered == MAX_HTTP_CALLS:
+                log.warning("call %s: %s not run: over %d tool calls in one turn", self.id, call.name, MAX_HTTP_CALLS)
+                self._count(call.name, "over_limit")
+                return
+            part.call = call
+            part.result = await self._run_tool(turn, tool, call)
+            call = None
+
+    async def _model_reply(self, turn: Turn, part: Part, messages: list[dict]) -> ToolCall | None:
+        """One model reply, spoken up to its tool call; returns the call (a malformed one is logged and dropped)."""
+        speech = SpeechFilter()
+        await self._speak(turn, self._llm_text(turn, messages, speech))
+        reply = split_reply(speech.text, self.profile.tools)
+        part.speech = reply.speech
+        if reply.error:
+            log.warning("call %s: tool call not run (%s): %r", self.id, reply.error, speech.text[:300])
+            self._count("unknown", "malformed")
+            turn.tool_calls.append({"error": reply.error})
+        return reply.call
+
+    async def _run_tool(self, turn: Turn, tool: HttpTool, call: ToolCall) -> str:
+        """Say the tool's filler while it runs; returns its answer (or what went wrong) for the model."""
+        _, answer = await asyncio.gather(self._speak(turn, one_line(tool.filler)), post_json(tool, call.arguments))
+        self._count(call.name, answer.outcome)
+        turn.tool_calls.append({"name": call.name, "arguments": call.arguments, "outcome": answer.outcome, "result": answer.data})
+        return answer.content
+
+    async def _control(self, call: ToolCall) -> str | None:
+        """Transfer or hang up; returns the end reason, or None after telling the caller it could not be done."""
+        try:
+            if call.name == "transfer_to_human":
+                await self.io.transfer(self.profile.transfer_target())
+            else:
+                await self.io.hang_up()
+        except Exception as e:  # noqa: BLE001 - the call goes on with the fallback line
+            log.warning("call %s: %s failed: %s", self.id, call.name, e, exc_info=not isinstance(e, CallControlError))
+            self._count(call.name, "error")
+            await self._take_turn(self._say_line(Turn(None, None), self.profile.fallback_line))
+            return None
+        self._count(call.name, "ok")
+        return END_REASONS[call.name]
+
+    def _count(self, tool: str, outcome: str) -> None:
+        self.metrics.tool_calls.labels(tool=tool, outcome=outcome).inc()
 
     async def _commit(self, turn: Turn, unsent: list[str]) -> None:
         """Wait for the endpoint if preemptive, then make the turn real: index, history, transcript; flush text."""
@@ -237,45 +313,43 @@ class Call:
             await self.io.send_event({"type": "agent_text", "text": delta, "final": False})
         unsent.clear()
 
-    async def _llm_text(self, turn: Turn, messages: list[dict]) -> AsyncIterator[str]:
+    async def _llm_text(self, turn: Turn, messages: list[dict], speech: SpeechFilter) -> AsyncIterator[str]:
+        """The model's reply as it streams, less its tool call (kept in `speech`); the fallback line if it failed
+        before a word."""
         t0, said = time.monotonic(), False
-        settings = self.profile.llm
+        settings, tools = self.profile.llm, self.profile.tools
         try:
-            async with contextlib.aclosing(self.llm.stream(messages, settings.temperature, settings.max_tokens)) as deltas:
+            async with contextlib.aclosing(self.llm.stream(messages, settings.temperature, settings.max_tokens, tools)) as deltas:
                 async for delta in deltas:
                     if turn.llm_ttft_ms is None:
                         turn.llm_ttft_ms = ms_since(t0)
                     said = True
-                    yield delta
+                    if text := speech.feed(delta):
+                        yield text
         except LLMError:
             log.exception("call %s: LLM backend failed", self.id)
             if not said:
                 yield self.profile.fallback_line
+            return
+        if rest := speech.flush():
+            yield rest
 
     async def _speak(self, turn: Turn, text: AsyncIterator[str]) -> None:
-        """Stream text into clauses, clauses into audio, audio into the playout; then close the turn.
+        """Stream text into clauses, clauses into audio, audio into the playout; the turn is committed by the end.
 
         Text and audio made before the turn is committed (a preemptive reply) wait in `unsent` and in
         the first clause's audio; nothing reaches the caller until the endpoint confirms the turn.
         """
         splitter, unsent = ClauseSplitter(), []
-        try:
-            async for delta in text:
-                unsent.append(delta)
-                if turn.index is not None:
-                    await self._commit(turn, unsent)
-                for clause in splitter.push(delta):
-                    await self._say(turn, clause, unsent)
-            if rest := splitter.flush():
-                await self._say(turn, rest, unsent)
-            await self._commit(turn, unsent)
-            await self.playout.drain()
-        except asyncio.CancelledError:
-            turn.interrupted = True
-            raise
-        finally:
+        async for delta in text:
+            unsent.append(delta)
             if turn.index is not None:
-                await asyncio.shield(self._close_turn(turn))
+                await self._commit(turn, unsent)
+            for clause in splitter.push(delta):
+                await self._say(turn, clause, unsent)
+        if rest := splitter.flush():
+            await self._say(turn, rest, unsent)
+        await self._commit(turn, unsent)
 
     async def _say(self, turn: Turn, clause: str, unsent: list[str]) -> None:
         t0 = time.monotonic()
@@ -290,30 +364,17 @@ class Call:
         self.playout.enqueue(turn.index, clause, resample(audio, self.stages.tts.sample_rate, self.io.output_rate))
 
     async def _close_turn(self, turn: Turn) -> None:
-        """History gets what was heard; the client gets the final text and metrics; the turn is committed."""
+        """History gets what was heard (and the tool exchange); the client gets the final text and metrics; the turn is stored."""
         heard = self.playout.heard_text(turn.index)
         first_audio = self.playout.first_sent_at(turn.index)
         if first_audio is not None and turn.input_end is not None:
             turn.voice_to_voice_ms = round((first_audio - turn.input_end) * 1000, 1)
-        self.history.append(Message("assistant", heard))
+        self.history += turn.messages(lambda part: self.playout.heard_text(turn.index, part.first, part.last))
         await self.io.send_event({"type": "agent_text", "text": heard, "final": True})
         if turn.caller_text is not None:
             await self.io.send_event({"type": "metrics", "turn": turn.index, **{f"{k}_ms": v for k, v in turn.latencies().items()}})
-        record = TurnRecord(
-            call_id=self.id,
-            index=turn.index,
-            caller_text=turn.caller_text,
-            agent_text=heard,
-            interrupted=turn.interrupted,
-            started_at=turn.started_at,
-            ended_at=utcnow(),
-            asr_ms=turn.asr_ms,
-            llm_ttft_ms=turn.llm_ttft_ms,
-            tts_ttfb_ms=turn.tts_ttfb_ms,
-            voice_to_voice_ms=turn.voice_to_voice_ms,
-        )
         try:
-            await self.store.run(self.store.save_turn, record)
+            await self.store.run(self.store.save_turn, turn.record(self.id, heard))
         except Exception:
             log.exception("call %s: could not store turn %d", self.id, turn.index)
         self.metrics.observe_turn(turn.latencies(), turn.interrupted)

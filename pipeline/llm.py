@@ -14,6 +14,8 @@ from typing import Protocol, TypeVar
 import httpx
 
 from models.engine import Engine, GenerationStats
+from pipeline.openai_format import StreamedCalls, to_openai
+from pipeline.tools import openai_tools
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -24,8 +26,9 @@ class LLMError(RuntimeError):
 
 
 class LLMSession(Protocol):
-    def stream(self, messages: list[dict], temperature: float, max_tokens: int) -> AsyncIterator[str]:
-        """Text deltas of the reply; closing the iterator cancels generation."""
+    def stream(self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None) -> AsyncIterator[str]:
+        """Text deltas of the reply, a tool call as <tool_call> text; closing the iterator cancels generation.
+        `tools` (the profile's) is for backends whose server parses calls; the system prompt lists them anyway."""
         ...
 
     async def aclose(self) -> None: ...
@@ -76,7 +79,9 @@ class EmbeddedSession:
         self.session = backend.engine.new_session()
         self.last_stats = GenerationStats()
 
-    async def stream(self, messages: list[dict], temperature: float, max_tokens: int) -> AsyncIterator[str]:
+    async def stream(
+        self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None
+    ) -> AsyncIterator[str]:
         engine = self.backend.engine
         prompt = engine.encode_chat(messages)
         stop = threading.Event()
@@ -119,8 +124,9 @@ class EmbeddedLLM:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-def chunk_delta(data: str) -> str:
-    """The content delta of one `chat.completion.chunk` SSE payload ("" for role-only and usage chunks)."""
+def chunk_delta(data: str, calls: StreamedCalls) -> str:
+    """The content delta of one `chat.completion.chunk` SSE payload ("" for role-only and usage chunks); its
+    `tool_calls` fragments go to `calls`."""
     try:
         chunk = json.loads(data)
         if "error" in chunk:
@@ -128,11 +134,13 @@ def chunk_delta(data: str) -> str:
             message = error.get("message", error) if isinstance(error, dict) else error
             raise LLMError(f"the LLM server reported an error: {message}")
         choices = chunk["choices"]
-        content = choices[0]["delta"].get("content") if choices else ""
+        delta = choices[0]["delta"] if choices else {}
+        content = delta.get("content")
         if content is not None and not isinstance(content, str):
             raise TypeError(content)
+        calls.add(delta.get("tool_calls") or [])
         return content or ""
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as e:
         raise LLMError(f"malformed stream chunk from the LLM server: {data[:200]!r}") from e
 
 
@@ -151,8 +159,8 @@ class OpenAICompatSession:
     def __init__(self, backend: OpenAICompatLLM) -> None:
         self.backend = backend
 
-    def stream(self, messages: list[dict], temperature: float, max_tokens: int) -> AsyncIterator[str]:
-        return self.backend.stream(messages, temperature, max_tokens)
+    def stream(self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None) -> AsyncIterator[str]:
+        return self.backend.stream(messages, temperature, max_tokens, tools)
 
     async def aclose(self) -> None:
         """Nothing to free: the server keeps no per-call state."""
@@ -192,15 +200,21 @@ class OpenAICompatLLM:
             self.model = models[0]
         return self.model
 
-    async def stream(self, messages: list[dict], temperature: float, max_tokens: int) -> AsyncIterator[str]:
-        """Text deltas from POST /v1/chat/completions with stream=true; any failure is an LLMError."""
+    async def stream(
+        self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None
+    ) -> AsyncIterator[str]:
+        """Text deltas from POST /v1/chat/completions with stream=true, then any streamed tool call as <tool_call>
+        text; any failure is an LLMError."""
         body = {
             "model": await self.model_id(),
-            "messages": messages,
+            "messages": to_openai(messages),
             "temperature": temperature,
             "max_tokens": max_tokens,
             "stream": True,
         }
+        if tools:
+            body["tools"] = openai_tools(tools)
+        calls = StreamedCalls()
         async with self._errors(), self.client.stream("POST", "/v1/chat/completions", json=body) as response:
             if response.status_code != 200:
                 reason = await error_text(response)
@@ -210,8 +224,10 @@ class OpenAICompatLLM:
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
+                    if text := calls.text():
+                        yield text
                     return
-                if delta := chunk_delta(data):
+                if delta := chunk_delta(data, calls):
                     yield delta
             raise LLMError(f"{self.base_url} closed the stream before [DONE]")
 

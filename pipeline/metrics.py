@@ -24,6 +24,12 @@ class Metrics:
             "talkline_preemptive_replies", "Replies started at a pause, by outcome (used, discarded)", ["outcome"], registry=self.registry
         )
         self.errors = Counter("talkline_errors", "Errors sent to clients", ["code"], registry=self.registry)
+        self.tool_calls = Counter(
+            "talkline_tool_calls",
+            "Tool calls by tool and outcome (ok, error, timeout, malformed, over_limit)",
+            ["tool", "outcome"],
+            registry=self.registry,
+        )
 
     def observe_turn(self, latencies_ms: dict[str, float | None], interrupted: bool) -> None:
         self.turns.labels(interrupted=str(interrupted).lower()).inc()

@@ -101,10 +101,16 @@ class Playout:
         audio = self.turns.get(turn)
         return audio.first_sent_at if audio else None
 
-    def heard_text(self, turn: int) -> str:
-        """The turn's text up to where its audio played: whole clauses, then a word-share of a cut one (none if confirmed)."""
+    def segment_count(self, turn: int | None) -> int:
+        """How many clauses the turn has queued so far: a boundary for `heard_text`."""
+        audio = self.turns.get(turn)
+        return len(audio.segments) if audio else 0
+
+    def heard_text(self, turn: int, first: int = 0, last: int | None = None) -> str:
+        """The turn's text (its segments first..last) up to where its audio played: whole clauses, then a
+        word-share of a cut one (none if confirmed)."""
         words: list[str] = []
-        for segment in (self.turns.get(turn) or TurnAudio()).segments:
+        for segment in (self.turns.get(turn) or TurnAudio()).segments[first:last]:
             clause = segment.text.split()
             if segment.played if self.confirmed_playback else segment.sent >= len(segment.pcm):
                 words += clause

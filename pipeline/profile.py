@@ -8,7 +8,7 @@ from typing import Annotated
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipeline.tools import Tool, TransferTool
+from pipeline.tools import Tool, ToolCallError, TransferTool, parameters_of, validate_arguments
 
 PROFILE_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 DtmfKey = Annotated[str, Field(pattern=r"^[0-9*#]$")]
@@ -88,8 +88,14 @@ class Profile(_Strict):
         if any(isinstance(t, TransferTool) and not t.target for t in self.tools) and not self.escalation:
             raise ValueError("tools: transfer_to_human needs a target, or an escalation section")
         for digit, action in self.dtmf.items():
-            if isinstance(action, DtmfTool) and action.tool not in names:
+            if not isinstance(action, DtmfTool):
+                continue
+            if action.tool not in names:
                 raise ValueError(f"dtmf.{digit}: tool '{action.tool}' is not declared in tools")
+            try:
+                validate_arguments(parameters_of(self.tool(action.tool)), action.arguments)
+            except ToolCallError as e:
+                raise ValueError(f"dtmf.{digit}: {e}") from None
         return self
 
     def tool(self, name: str):
@@ -102,12 +108,18 @@ class Profile(_Strict):
         return (tool.target if tool and tool.target else None) or (self.escalation.target if self.escalation else None)
 
 
+def _union_tag(part: object) -> bool:
+    """Pydantic names the union member an error came from in its location ('constrained-str', 'DtmfTool')."""
+    members = {"str", "constrained-str", "DtmfTool", "TransferTool", "EndCallTool", "HttpTool"}
+    return isinstance(part, str) and (part in members or ("[" in part and part != "[key]"))
+
+
 def _describe(error: ValidationError) -> str:
-    parts = []
+    by_field: dict[str, list[str]] = {}
     for e in error.errors():
-        field = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        parts.append(f"field '{field}': {e['msg']}")
-    return "; ".join(parts)
+        field = ".".join(str(p) for p in e["loc"] if not _union_tag(p)) or "(top level)"
+        by_field.setdefault(field, []).append(e["msg"])
+    return "; ".join(f"field '{field}': {' or '.join(msgs)}" for field, msgs in by_field.items())
 
 
 def parse_profile(data: object, source: str = "<profile>") -> Profile:

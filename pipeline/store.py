@@ -6,7 +6,21 @@ import asyncio
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, event, select, update
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    event,
+    inspect,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 
@@ -42,6 +56,10 @@ class TurnRow(Base):
     llm_ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     tts_ttfb_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     voice_to_voice_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tool_calls: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON list of the turn's tool calls
+
+
+ADDED_COLUMNS = {"turns": ["tool_calls"]}  # nullable TEXT columns newer than the first schema
 
 
 @dataclass
@@ -57,6 +75,7 @@ class TurnRecord:
     llm_ttft_ms: float | None = None
     tts_ttfb_ms: float | None = None
     voice_to_voice_ms: float | None = None
+    tool_calls: str | None = None
 
 
 class Store:
@@ -67,6 +86,16 @@ class Store:
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         Base.metadata.create_all(self.engine)
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        """create_all makes missing tables only: give a database made by an older version the newer columns."""
+        for table, columns in ADDED_COLUMNS.items():
+            present = {c["name"] for c in inspect(self.engine).get_columns(table)}
+            with self.engine.begin() as conn:
+                for column in columns:
+                    if column not in present:
+                        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} TEXT"))
 
     def start_call(self, call_id: str, profile_id: str, transport: str) -> None:
         with Session(self.engine) as s, s.begin():

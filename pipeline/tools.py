@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, HttpUrl, Tag, field_validator
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 BUILTINS = ("transfer_to_human", "end_call")
@@ -69,7 +69,15 @@ class HttpTool(_Strict):
         return schema
 
 
-Tool = Annotated[TransferTool | EndCallTool | HttpTool, Field(union_mode="left_to_right")]
+def _tool_kind(value: object) -> str:
+    name = value.get("name") if isinstance(value, dict) else getattr(value, "name", None)
+    return {"transfer_to_human": "TransferTool", "end_call": "EndCallTool"}.get(name, "HttpTool")
+
+
+Tool = Annotated[
+    Annotated[TransferTool, Tag("TransferTool")] | Annotated[EndCallTool, Tag("EndCallTool")] | Annotated[HttpTool, Tag("HttpTool")],
+    Discriminator(_tool_kind),
+]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from pydantic import BaseModel, Field
 
 from models.engine import Engine, GenerationStats
 from pipeline.llm import iterate_in_thread
+from pipeline.openai_format import call_deltas, call_markup, openai_call, split_call
+from pipeline.tools import SpeechFilter
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +48,36 @@ class TextPart(BaseModel):
     text: str
 
 
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str = "{}"  # a JSON object, as text
+
+
+class ToolCallPart(BaseModel):
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(BaseModel):
-    role: Literal["system", "user", "assistant"]
-    content: str | list[TextPart]
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+    tool_calls: list[ToolCallPart] | None = None  # an assistant's calls; rendered as <tool_call> text for the model
 
     def as_dict(self) -> dict:
-        text = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
-        return {"role": self.role, "content": text}
+        text = self.content if isinstance(self.content, str | None) else "".join(p.text for p in self.content)
+        calls = [call_markup(c.function.name, c.function.arguments) for c in self.tool_calls or []]
+        return {"role": self.role, "content": " ".join([text, *calls] if text else calls)}
+
+
+class FunctionSpec(BaseModel):
+    name: str
+    description: str = ""
+    parameters: dict = {}
+
+
+class ToolSpec(BaseModel):
+    type: Literal["function"] = "function"
+    function: FunctionSpec
 
 
 class StreamOptions(BaseModel):
@@ -72,6 +97,11 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     stop: str | list[str] | None = None
     return_spec_tokens_details: bool = False
+    tools: list[ToolSpec] | None = None  # the model reads tools from the system prompt; these name the calls returned
+
+    @property
+    def tool_names(self) -> set[str]:
+        return {t.function.name for t in self.tools or []}
 
     @property
     def stops(self) -> list[str]:
@@ -213,10 +243,15 @@ async def complete(request: Request, gen: Generation, head: dict) -> JSONRespons
         return error_response(500, f"generation failed: {e}", "server_error", "generation_failed")
     finally:
         watcher.cancel()
+    message, finish_reason = {"role": "assistant", "content": content}, gen.finish_reason
+    speech, call = split_call(content, gen.req.tool_names)
+    if call is not None:
+        message = {"role": "assistant", "content": speech or None, "tool_calls": [openai_call(call, 1)]}
+        finish_reason = "tool_calls"
     body = {
         **head,
         "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": gen.finish_reason}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": gen.usage(),
     }
     if gen.req.return_spec_tokens_details:
@@ -225,22 +260,34 @@ async def complete(request: Request, gen: Generation, head: dict) -> JSONRespons
 
 
 async def stream_chunks(gen: Generation, head: dict) -> AsyncIterator[str]:
-    """SSE `chat.completion.chunk`s: role, content deltas, finish reason (+ sglext), usage if asked, [DONE]."""
+    """SSE `chat.completion.chunk`s: role, content deltas (a requested tool's call as `tool_calls` deltas, as SGLang's
+    tool parser streams it), finish reason (+ sglext), usage if asked, [DONE]."""
 
     def chunk(delta: dict, finish_reason: str | None = None) -> dict:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
         return {**head, "object": "chat.completion.chunk", "choices": [choice]}
 
     yield sse(chunk({"role": "assistant", "content": ""}))
+    names, speech, sent = gen.req.tool_names, SpeechFilter(), 0
     try:
         async for delta in gen.deltas():
-            yield sse(chunk({"content": delta}))
+            if text := (speech.feed(delta) if names else delta):
+                sent += len(text)
+                yield sse(chunk({"content": text}))
     except Exception as e:  # noqa: BLE001 - reported in the stream
         log.exception("generation failed")
         yield sse({"error": {"message": f"generation failed: {e}", "type": "server_error", "code": "generation_failed"}})
         yield sse("[DONE]")
         return
-    last = chunk({}, gen.finish_reason)
+    finish_reason = gen.finish_reason
+    _, call = split_call(speech.text, names)
+    if call is not None:
+        for delta in call_deltas(call):
+            yield sse(chunk(delta))
+        finish_reason = "tool_calls"
+    elif rest := speech.text[sent:]:
+        yield sse(chunk({"content": rest}))
+    last = chunk({}, finish_reason)
     if gen.req.return_spec_tokens_details:
         last["sglext"] = gen.sglext()
     yield sse(last)

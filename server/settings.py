@@ -56,6 +56,14 @@ class Settings:
     cors_origins: list[str] = field(default_factory=lambda: _env_list("CORS_ORIGINS"))
     public_url: str | None = field(default_factory=lambda: _env("PUBLIC_URL", "") or None)
     twilio_auth_token: str | None = field(default_factory=lambda: _env("TWILIO_AUTH_TOKEN", "") or None)
+    # call control (transfer, hang-up) on the carriers' REST APIs; the base URLs are for tests and regional endpoints
+    twilio_account_sid: str | None = field(default_factory=lambda: _env("TWILIO_ACCOUNT_SID", "") or None)
+    twilio_api_base: str = field(default_factory=lambda: _env("TWILIO_API_BASE", "https://api.twilio.com"))
+    telnyx_api_key: str | None = field(default_factory=lambda: _env("TELNYX_API_KEY", "") or None)
+    telnyx_api_base: str = field(default_factory=lambda: _env("TELNYX_API_BASE", "https://api.telnyx.com"))
+    vonage_jwt: str | None = field(default_factory=lambda: _env("VONAGE_JWT", "") or None)
+    vonage_api_base: str = field(default_factory=lambda: _env("VONAGE_API_BASE", "https://api.nexmo.com"))
+    carrier_api_timeout: float = field(default_factory=lambda: float(_env("CARRIER_API_TIMEOUT", "5")))
     number_profiles: dict[str, str] = field(default_factory=lambda: parse_number_profiles(_env("NUMBER_PROFILES", "")))
     default_profile: str | None = field(default_factory=lambda: _env("DEFAULT_PROFILE", "") or None)
 

@@ -20,7 +20,7 @@ async_api = pytest.importorskip("playwright.async_api", reason="playwright is in
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-QUESTION = "How much does it cost to check a bag?"
+QUESTION = "What is the fee for a checked bag?"
 FLAGS = [
     "--headless",
     "--no-sandbox",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from pipeline.store import Store, TurnRecord, utcnow
 from tests.conftest import free_port
@@ -76,3 +78,13 @@ def test_unfinished_calls_are_closed_as_interrupted(store, tmp_path):
     row = store.call(call_id)
     assert row.end_reason == "interrupted" and row.ended_at is not None
     assert store.close_unfinished() == 0
+
+
+def test_a_database_from_before_tool_calls_gets_the_column(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    with Store(url).engine.begin() as conn:
+        conn.execute(text("ALTER TABLE turns DROP COLUMN tool_calls"))
+    store = Store(url)
+    store.start_call("old", "skyways", "browser")
+    store.save_turn(dataclasses.replace(turn("old", 1), tool_calls='[{"name": "end_call", "arguments": {}}]'))
+    assert store.turns("old")[0].tool_calls == '[{"name": "end_call", "arguments": {}}]'

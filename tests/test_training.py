@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from training.checks import has_markdown, run_checks
-from training.data.generate import SCENARIOS_PATH, DataConfig, generate
-from training.rewards import brevity, escalation, fact, no_markdown, persona
+from training.data.generate import SCENARIOS_PATH, TOOL_SCENARIOS_PATH, DataConfig, generate
+from training.rewards import action, brevity, escalation, fact, no_markdown, persona
 from training.textnorm import contains, normalize
 
 pytest.importorskip("trl")
@@ -33,13 +33,15 @@ def tiny_data(tmp_path_factory) -> Path:
 
 def test_generator_is_deterministic(tiny_data, tmp_path):
     generate(tmp_path, TINY)
-    for name in ("train.jsonl", "heldout.jsonl", "general.jsonl", "scenarios_heldout.jsonl", "manifest.json"):
+    for name in ("train.jsonl", "heldout.jsonl", "general.jsonl", "scenarios_heldout.jsonl", "scenarios_tools_heldout.jsonl", "manifest.json"):
         assert (tmp_path / name).read_bytes() == (tiny_data / name).read_bytes(), name
 
 
 def test_committed_scenarios_match_the_generator(tmp_path):
     manifest = generate(tmp_path, DataConfig(train_conversations=10, heldout_conversations=10))
     assert (tmp_path / "scenarios_heldout.jsonl").read_bytes() == SCENARIOS_PATH.read_bytes()
+    assert (tmp_path / "scenarios_tools_heldout.jsonl").read_bytes() == TOOL_SCENARIOS_PATH.read_bytes()
+    assert manifest["counts"]["tool_scenarios"] >= 150
     assert manifest["counts"]["scenarios"] >= 150 and manifest["counts"]["intents"] >= 60
     assert len(manifest["train_sectors"]) >= 10
 
@@ -81,6 +83,43 @@ def test_matcher_does_not_overmatch():
     assert not contains("We open at nine p.m.", "9 am")
     assert not contains("Some transfers", "transfer")
     assert normalize("Hello, WORLD!") == "hello world"
+
+
+def test_tool_conversations_call_declared_tools_with_the_callers_code(tiny_data):
+    from pipeline.profile import parse_profile
+    from pipeline.tools import split_reply
+
+    seen = set()
+    for row in rows(tiny_data / "train.jsonl") + rows(tiny_data / "scenarios_tools_heldout.jsonl"):
+        messages = row["messages"] + ([{"role": "assistant", "content": row["reference"]}] if "reference" in row else [])
+        tools_declared = "Tools:" in messages[0]["content"] if messages[0]["role"] == "system" else bool(row["profile"].get("tools"))
+        for m in messages:
+            if m["role"] == "assistant" and "<tool_call>" in m["content"]:
+                assert tools_declared
+                tools = parse_profile(row["profile"]).tools if "profile" in row else None
+                if tools:
+                    reply = split_reply(m["content"], tools)
+                    assert reply.call and not reply.error, m["content"]
+                seen.add(m["content"].split('"name": "')[1].split('"')[0].split("_")[0])
+    assert seen == {"lookup", "transfer", "end"}
+    kinds = {r["meta"]["kind"] for r in rows(tiny_data / "scenarios_tools_heldout.jsonl")}
+    assert kinds == {"tool_call", "tool_result", "transfer", "end_call", "no_call"}
+
+
+def test_action_checks_read_the_tool_call():
+    checks = {"action": "lookup_booking", "arguments": {"booking_code": "HX-48213"}, "max_words": 40}
+    call = '<tool_call>{"name": "lookup_booking", "arguments": {"booking_code": "hx 48213"}}</tool_call>'
+    assert run_checks(call, checks) == {"max_words": True, "action": True, "arguments": True}
+    assert run_checks(call.replace("48213", "48214"), checks)["arguments"] is False
+    assert run_checks("Sure, one moment.", checks) == {"max_words": True, "action": False, "arguments": False}
+    assert run_checks('<tool_call>{"name": "lookup_booking", "arguments": {}</tool_call>', checks)["action"] is False
+    assert run_checks("Goodbye!", {"action": None}) == {"action": True}
+    words = "word " * 39 + '<tool_call>{"name": "end_call", "arguments": {}}</tool_call>'
+    assert run_checks(words, {"action": "end_call", "max_words": 40}) == {"max_words": True, "action": True}
+    right, wrong = call, '<tool_call>{"name": "end_call", "arguments": {}}</tool_call>'
+    assert action([right, wrong, "One moment."], checks=[checks] * 3) == [1.0, -1.0, 0.0]
+    assert action(["Bye."], checks=[{"max_words": 40}]) == [None]
+    assert brevity([right]) == [1.0]
 
 
 def test_run_checks():

@@ -7,7 +7,7 @@ import pytest
 
 from bench.wsclient import CallClient
 
-QUESTION = "How much does it cost to check a bag?"
+QUESTION = "What is the fee for a checked bag?"
 
 
 def nonsilent_seconds(frames, rate: int) -> float:

@@ -7,8 +7,10 @@ const END_REASONS = {
   caller_stop: "Call ended.",
   caller_disconnected: "Call ended: the connection dropped.",
   max_duration: "Call ended: it reached the server's time limit.",
+  agent_hangup: "The agent ended the call.",
   error: "The call failed on the server; see its log.",
 };
+const INFO_ENDS = new Set(["caller_stop", "agent_hangup"]);
 const CLOSE_CODES = {
   1001: "the server is shutting down",
   1006: "the connection was lost",
@@ -218,9 +220,13 @@ function onEvent(msg) {
       lastError = `${msg.code}: ${msg.message}`;
       notify(`Server error ${lastError}`);
       break;
+    case "transfer":
+      notify(`The agent transferred you to ${msg.target}; on a phone line the call would go on there.`, "info");
+      break;
     case "end":
       endReason = msg.reason;
-      notify(END_REASONS[msg.reason] || `The server ended the call: ${msg.reason}.`, msg.reason === "caller_stop" ? "info" : "error");
+      if (msg.reason === "transferred") break; // the transfer notice stays
+      notify(END_REASONS[msg.reason] || `The server ended the call: ${msg.reason}.`, INFO_ENDS.has(msg.reason) ? "info" : "error");
       break;
   }
   refreshState();

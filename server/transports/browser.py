@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -110,6 +111,22 @@ class BrowserIO:
 
     async def segment_sent(self, segment: Segment) -> None:
         return None
+
+    async def transfer(self, target: str) -> None:
+        """The page shows the hand-over (a browser cannot dial): a `transfer` event, then the call ends."""
+        await self.send_event({"type": "transfer", "target": target})
+        await self._end("transferred")
+
+    async def hang_up(self) -> None:
+        await self._end("agent_hangup")
+
+    async def _end(self, reason: str) -> None:
+        """The agent ends the call: the `end` event, then a normal close."""
+        await self.send_event({"type": "end", "reason": reason})
+        async with self._lock:
+            if self.ws.application_state == WebSocketState.CONNECTED:
+                with contextlib.suppress(RuntimeError, OSError):
+                    await self.ws.close(code=1000)
 
     async def error(self, code: str, message: str, close: int | None = None) -> None:
         log.info("ws/call error %s: %s", code, message)

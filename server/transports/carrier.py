@@ -21,6 +21,7 @@ from pipeline.call import Call
 from pipeline.io import AudioIn, DtmfIn, HangUp
 from pipeline.playout import Segment
 from server.limits import CLOSE_BUSY_CARRIER, SocketLimits
+from server.transports.carrier_control import CallControl, ControlFactory
 from server.transports.jsonframe import load_json
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class Started:
     rate: int  # caller audio rate; agent audio goes back at the same rate
     profile: str | None = None  # from the start message; else the URL's ?profile=, else the default
     secret: str | None = None  # from the start message; else the URL's ?secret= (TALKLINE_CARRIER_SECRET)
+    call_id: str | None = None  # the carrier's id of the call, for transfer and hang-up; else the URL's ?call_id=
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,8 @@ def encode_payload(pcm16: bytes, encode: Callable[[np.ndarray], bytes]) -> str:
 class CarrierIO:
     """CallIO over a carrier socket: audio, marks and clears in the carrier's format; text events stay server-side."""
 
-    def __init__(self, ws: WebSocket, wire: Wire, rate: int) -> None:
-        self.ws, self.wire, self.output_rate = ws, wire, rate
+    def __init__(self, ws: WebSocket, wire: Wire, rate: int, control: CallControl) -> None:
+        self.ws, self.wire, self.output_rate, self.control = ws, wire, rate, control
         self.confirms_playback = wire.marks
         self.pending: dict[str, Segment] = {}  # marks sent, not yet echoed
         self._names = itertools.count(1)
@@ -169,16 +171,25 @@ class CarrierIO:
         """The segment an echoed mark confirms; None for a mark returned after a clear (or never sent)."""
         return self.pending.pop(name, None)
 
+    async def transfer(self, target: str) -> None:
+        """Through the carrier's REST API (carrier_control.py), which then stops this stream."""
+        await self.control.transfer(target)
+
+    async def hang_up(self) -> None:
+        await self.control.hang_up()
+
 
 class CarrierCall:
-    """One carrier socket: wait for the start, run a Call, feed it until the carrier stops or hangs up."""
+    """One carrier socket: wait for the start, run a Call, feed it until the carrier stops or hangs up, or the call
+    ends itself (a transfer or hang-up through the carrier's API; the carrier then stops the stream too)."""
 
-    def __init__(self, ws: WebSocket, wire: Wire) -> None:
-        self.ws, self.wire = ws, wire
+    def __init__(self, ws: WebSocket, wire: Wire, control: ControlFactory) -> None:
+        self.ws, self.wire, self.control = ws, wire, control
         self.state = ws.app.state.talkline
         self.io: CarrierIO | None = None
         self.call: Call | None = None
         self.runner: asyncio.Task | None = None
+        self.receiving: asyncio.Task | None = None
         self.limits = SocketLimits(ws, self.state.settings, self._deny)
         self._warned: set[str] = set()
 
@@ -189,11 +200,14 @@ class CarrierCall:
             await self._deny(denial.code, denial.message, denial.close)
             return
         reason = "error"
+        self.receiving = asyncio.create_task(self._receive())
         try:
-            reason = await self._receive()
+            await asyncio.wait({self.receiving})
+            reason = "call_ended" if self.receiving.cancelled() else self.receiving.result()
         except Exception:
             log.exception("%s: receive loop failed", self.wire.transport)
         finally:
+            self.receiving.cancel()
             await self._finish(reason)
 
     async def _receive(self) -> str:
@@ -239,9 +253,12 @@ class CarrierCall:
             raise WireError("unknown_profile", f"no profile '{str(profile_id)[:64]}'; GET /profiles lists them", CLOSE_POLICY)
         if not self.state.calls.take():
             raise WireError("busy", f"the server is at its limit of {self.state.calls.limit} calls", CLOSE_BUSY_CARRIER)
-        state, self.io = self.state, CarrierIO(self.ws, self.wire, started.rate)
+        call_id = started.call_id or self.ws.query_params.get("call_id")
+        state, control = self.state, self.control(self.state.settings, call_id)
+        self.io = CarrierIO(self.ws, self.wire, started.rate, control)
         self.call = Call(profile, state.stages, self.io, state.store, state.metrics, started.rate, self.wire.transport)
         self.runner = asyncio.create_task(self.call.run())
+        self.runner.add_done_callback(lambda _: self.receiving.cancel())  # the call ended itself (transfer, hang-up)
         log.info("%s call %s started: profile %s, %d Hz", self.wire.transport, self.call.id, profile.id, started.rate)
 
     async def _reject(self, error: WireError) -> str | None:

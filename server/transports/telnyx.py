@@ -26,6 +26,7 @@ from server.transports.carrier import (
     encode_payload,
     parse_message,
 )
+from server.transports.carrier_control import TelnyxControl
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -45,7 +46,7 @@ class MediaFormat(WireMessage):
 
 
 class StartInfo(WireMessage):
-    call_control_id: str = ""
+    call_control_id: str = Field("", max_length=256)
     media_format: MediaFormat = Field(default_factory=MediaFormat)
     custom_parameters: dict[str, str] = Field(default_factory=dict)
 
@@ -186,7 +187,7 @@ class TelnyxWire:
             raise WireError("unsupported_format", f"media format {found}; use PCMU or PCMA at 8000 Hz", CLOSE_POLICY)
         self.stream_id, self.codec = msg.stream_id, CODECS[fmt.encoding.upper()]
         params = msg.start.custom_parameters
-        return Started(RATE, params.get("profile"), params.get("secret"))
+        return Started(RATE, params.get("profile"), params.get("secret"), msg.start.call_control_id or None)
 
     def audio(self, pcm16: bytes) -> list[str | bytes]:
         return [json.dumps({"event": "media", "media": {"payload": encode_payload(pcm16, self.codec[1])}})]
@@ -200,4 +201,4 @@ class TelnyxWire:
 
 @router.websocket("/telnyx/media")
 async def telnyx_media(ws: WebSocket) -> None:
-    await CarrierCall(ws, TelnyxWire()).serve()
+    await CarrierCall(ws, TelnyxWire(), TelnyxControl.from_settings).serve()

@@ -25,6 +25,7 @@ from server.transports.carrier import (
     encode_payload,
     parse_message,
 )
+from server.transports.carrier_control import TwilioControl
 
 router = APIRouter()
 
@@ -40,7 +41,7 @@ class MediaFormat(WireMessage):
 
 class StartInfo(WireMessage):
     stream_sid: str = Field(..., alias="streamSid", min_length=1, max_length=128)
-    call_sid: str = Field("", alias="callSid")
+    call_sid: str = Field("", alias="callSid", max_length=128)
     media_format: MediaFormat = Field(default_factory=MediaFormat, alias="mediaFormat")
     custom_parameters: dict[str, str] = Field(default_factory=dict, alias="customParameters")
 
@@ -130,7 +131,7 @@ class TwilioWire:
             raise WireError("unsupported_format", f"media format {fmt.encoding}/{fmt.sample_rate}/{fmt.channels}", CLOSE_POLICY)
         self.stream_sid = start.stream_sid
         params = start.custom_parameters
-        return Started(RATE, params.get("profile"), params.get("secret"))
+        return Started(RATE, params.get("profile"), params.get("secret"), start.call_sid or None)
 
     def audio(self, pcm16: bytes) -> list[str | bytes]:
         payload = encode_payload(pcm16, mulaw_encode)
@@ -145,4 +146,4 @@ class TwilioWire:
 
 @router.websocket("/twilio/media")
 async def twilio_media(ws: WebSocket) -> None:
-    await CarrierCall(ws, TwilioWire()).serve()
+    await CarrierCall(ws, TwilioWire(), TwilioControl.from_settings).serve()

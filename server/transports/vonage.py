@@ -22,6 +22,7 @@ from server.transports.carrier import (
     WireMessage,
     parse_message,
 )
+from server.transports.carrier_control import VonageControl
 
 router = APIRouter()
 
@@ -34,6 +35,7 @@ class Connected(WireMessage):
     content_type: str = Field(..., alias="content-type")
     profile: str | None = None  # a header of the NCCO's websocket endpoint
     secret: str | None = None  # another header (TALKLINE_CARRIER_SECRET), or ?secret= in its uri
+    call_id: str | None = Field(None, max_length=128)  # the call's uuid (for transfer and hang-up), or ?call_id= in its uri
 
 
 class Dtmf(WireMessage):
@@ -71,7 +73,7 @@ class VonageWire:
             found = msg.content_type[:60]
             raise WireError("unsupported_format", f"content-type '{found}'; use audio/l16;rate=16000 or 8000", CLOSE_POLICY)
         self.rate = int(match.group(1))
-        return [Started(self.rate, msg.profile, msg.secret)]
+        return [Started(self.rate, msg.profile, msg.secret, msg.call_id)]
 
     def _audio(self, data: bytes) -> Audio:
         if self.rate is None:
@@ -95,4 +97,4 @@ class VonageWire:
 
 @router.websocket("/vonage/media")
 async def vonage_media(ws: WebSocket) -> None:
-    await CarrierCall(ws, VonageWire()).serve()
+    await CarrierCall(ws, VonageWire(), VonageControl.from_settings).serve()

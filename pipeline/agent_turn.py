@@ -1,0 +1,93 @@
+"""One agent turn as the call loop builds it: the caller input it answers, its model replies with their tool calls,
+and its latencies; and the messages it leaves in the history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pipeline.prompt import Message
+from pipeline.store import TurnRecord, utcnow
+from pipeline.tools import ToolCall
+
+
+@dataclass
+class Part:
+    """One model reply within a turn: the turn's playout segments its speech filled, and the call it made."""
+
+    first: int  # index of its first segment among the turn's
+    last: int | None = None  # one past its last segment
+    speech: str = ""  # as the model wrote it
+    call: ToolCall | None = None  # a well-formed call (a malformed one is never kept)
+    result: str | None = None  # an HTTP tool's answer (JSON text), once it came
+
+
+@dataclass(frozen=True)
+class Control:
+    """A transfer or hang-up a closed turn decided; the call loop carries it out."""
+
+    call: ToolCall
+
+
+@dataclass
+class Turn:
+    """One agent reply and the caller input it answers (none for the greeting).
+
+    A turn gets its index when it is committed: at once for typed input, at the endpoint for a
+    preemptive reply (which may run ahead, gated, and be discarded if the caller goes on speaking).
+    """
+
+    caller_text: str | None
+    input_end: float | None  # monotonic time of the caller's last voiced sample (or typed text)
+    index: int | None = None
+    gate: asyncio.Event | None = None  # set when the endpoint confirms a preemptive turn
+    started_at: datetime = field(default_factory=utcnow)
+    asr_ms: float | None = None
+    llm_ttft_ms: float | None = None
+    tts_ttfb_ms: float | None = None
+    voice_to_voice_ms: float | None = None
+    interrupted: bool = False
+    typed: bool = False
+    parts: list[Part] = field(default_factory=list)
+    control: ToolCall | None = None  # transfer_to_human or end_call, carried out once the turn closed
+    tool_calls: list[dict] = field(default_factory=list)  # what the store records
+
+    def latencies(self) -> dict[str, float | None]:
+        return {
+            "asr": self.asr_ms,
+            "llm_ttft": self.llm_ttft_ms,
+            "tts_ttfb": self.tts_ttfb_ms,
+            "voice_to_voice": self.voice_to_voice_ms,
+        }
+
+    def messages(self, text_of: Callable[[Part], str]) -> list[Message]:
+        """The agent's side of the turn for the history: each reply's text (`text_of`: as written, or as heard)
+        with the call it made once that call was carried out, then the tool's answer."""
+        out = []
+        for part in self.parts or [Part(0)]:
+            text = text_of(part)
+            done = part.result is not None or (part.call is not None and part.call is self.control and not self.interrupted)
+            out.append(Message("assistant", f"{text} {part.call.markup()}".strip() if done else text))
+            if part.result is not None:
+                out.append(Message("tool", part.result))
+        return out
+
+    def record(self, call_id: str, agent_text: str) -> TurnRecord:
+        """The committed turn as the store keeps it; `agent_text` is what the caller heard."""
+        return TurnRecord(
+            call_id=call_id,
+            index=self.index,
+            caller_text=self.caller_text,
+            agent_text=agent_text,
+            interrupted=self.interrupted,
+            started_at=self.started_at,
+            ended_at=utcnow(),
+            asr_ms=self.asr_ms,
+            llm_ttft_ms=self.llm_ttft_ms,
+            tts_ttfb_ms=self.tts_ttfb_ms,
+            voice_to_voice_ms=self.voice_to_voice_ms,
+            tool_calls=json.dumps(self.tool_calls, ensure_ascii=False) if self.tool_calls else None,
+        )
