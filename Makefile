@@ -37,22 +37,27 @@ serve: $(STAMP)
 test: setup
 	$(PY) -m pytest -q -ra
 
-# Brand-agent tuning (README "Training"): data -> SFT -> GRPO -> held-out eval at a small CPU scale, about 50 min on a
-# quiet 2-core machine. Both training steps resume where a stopped run left off. TRAIN_ARGS goes to both, e.g.
-# TRAIN_ARGS="--device cuda"; the adapter to commit is $(TRAIN_DIR)/rl/adapter.
+# Brand-agent tuning (README "Training"): data -> SFT -> GRPO -> held-out evals (plain and tool scenarios) -> the
+# EAGLE3 drafter for the result, at a small CPU scale (step times in README "make train and step times"). Every
+# training step resumes where a stopped run left off. TRAIN_ARGS goes to SFT and RL, e.g. TRAIN_ARGS="--device cuda".
+# `talkline train ship --adapter $(TRAIN_DIR)/rl/adapter ...` makes the result the default tuned model.
 TRAIN_DIR  ?= runs
-SFT_STEPS  ?= 200
+SFT_STEPS  ?= 250
 SFT_BATCH  ?= 8
-RL_STEPS   ?= 30
+RL_STEPS   ?= 20
 TRAIN_ARGS ?=
 
 train: $(STAMP)
-	$(VENV)/bin/talkline train data --out $(TRAIN_DIR)/data --scenarios $(TRAIN_DIR)/data/scenarios_heldout.jsonl
+	$(VENV)/bin/talkline train data --out $(TRAIN_DIR)/data --scenarios $(TRAIN_DIR)/data/scenarios_heldout.jsonl \
+		--tool-scenarios $(TRAIN_DIR)/data/scenarios_tools_heldout.jsonl
 	$(VENV)/bin/talkline train sft --data-dir $(TRAIN_DIR)/data --run-dir $(TRAIN_DIR)/sft --steps $(SFT_STEPS) \
 		--batch-size $(SFT_BATCH) $(TRAIN_ARGS) --resume
 	$(VENV)/bin/talkline train rl --data-dir $(TRAIN_DIR)/data --sft-adapter $(TRAIN_DIR)/sft/adapter \
 		--run-dir $(TRAIN_DIR)/rl --steps $(RL_STEPS) $(TRAIN_ARGS) --resume
 	$(VENV)/bin/talkline eval --model $(TRAIN_DIR)/rl/adapter --out $(TRAIN_DIR)/eval_tuned.json
+	$(VENV)/bin/talkline eval --model $(TRAIN_DIR)/rl/adapter --scenarios $(TRAIN_DIR)/data/scenarios_tools_heldout.jsonl \
+		--out $(TRAIN_DIR)/eval_tuned_tools.json
+	$(MAKE) train-drafter DRAFTER_MODEL=$(TRAIN_DIR)/rl/adapter DRAFTER_DIALOGS=$(TRAIN_DIR)/data/train.jsonl
 
 # EAGLE3 drafter (README "Drafter training"): stage 1 on broad prompts -> $(DRAFTER_DIR)/generic, stage 2 on the
 # domain dialogs of `talkline train data` -> $(DRAFTER_DIR)/domain. The small-CPU settings below take about 25 min
@@ -60,13 +65,14 @@ train: $(STAMP)
 # flags (the last one wins), e.g. DRAFTER_ARGS="--threads 1" on a busy machine or "--device cuda --steps 3000".
 DRAFTER_DIR     ?= runs/drafter
 DRAFTER_DIALOGS ?= runs/data/train.jsonl
+DRAFTER_MODEL   ?= tuned
 DRAFTER_CPU     ?= --batch-size 4 --ttt-steps 4 --threads 2
 DRAFTER_ARGS    ?=
 
 train-drafter: $(STAMP)
-	$(VENV)/bin/talkline train drafter --stage broad --out $(DRAFTER_DIR)/generic --num-prompts 300 \
+	$(VENV)/bin/talkline train drafter --stage broad --model $(DRAFTER_MODEL) --out $(DRAFTER_DIR)/generic --num-prompts 300 \
 		--max-new-tokens 128 --draft-vocab 4096 --steps 400 --lr 1e-3 $(DRAFTER_CPU) $(DRAFTER_ARGS) --resume
-	$(VENV)/bin/talkline train drafter --stage domain --init $(DRAFTER_DIR)/generic --out $(DRAFTER_DIR)/domain \
+	$(VENV)/bin/talkline train drafter --stage domain --model $(DRAFTER_MODEL) --init $(DRAFTER_DIR)/generic --out $(DRAFTER_DIR)/domain \
 		--dialogs $(DRAFTER_DIALOGS) --num-prompts 300 --max-new-tokens 64 --steps 200 --lr 3e-4 \
 		$(DRAFTER_CPU) $(DRAFTER_ARGS) --resume
 

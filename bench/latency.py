@@ -73,24 +73,33 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 1) if values else None
 
 
+async def run_turn(client: CallClient, path: Path, call_no: int, turn_no: int) -> TurnResult:
+    """Stream one WAV at real-time pace, then wait for the agent's answer to it."""
+    samples = read_wav(path)
+    finals_before = len(client.agent_finals())
+    metrics_before = len(client.got.of("metrics"))
+    start = time.monotonic()
+    sent = await client.stream(samples)
+    speech_end = sent[min(end_of_speech(samples) // (RATE // 50), len(sent) - 1)]
+    await client.wait_for(lambda got: len(client.agent_finals()) > finals_before, timeout=180)
+    turn_audio = [(t, f) for t, f in client.got.audio if t > start]
+    first = next((k for k, (_, f) in enumerate(turn_audio) if np.abs(f).max(initial=0) > SILENT_PEAK), None)
+    frames = [(t, len(f)) for t, f in turn_audio[first:]] if first is not None else []
+    metrics = client.got.of("metrics")[metrics_before:]
+    v2v = round((frames[0][0] - speech_end) * 1000, 1) if frames else None
+    return TurnResult(call_no, turn_no, path.name, v2v, underruns(frames, RATE), metrics[0] if metrics else {})
+
+
 async def run_call(url: str, profile: str, wavs: list[Path], call_no: int) -> list[TurnResult]:
-    results = []
-    async with CallClient(url, profile) as client:
-        await client.wait_for(lambda got: client.agent_finals(), timeout=120)
-        for i, path in enumerate(wavs, start=1):
-            samples = read_wav(path)
-            finals_before = len(client.agent_finals())
-            metrics_before = len(client.got.of("metrics"))
-            start = time.monotonic()
-            sent = await client.stream(samples)
-            speech_end = sent[min(end_of_speech(samples) // (RATE // 50), len(sent) - 1)]
-            await client.wait_for(lambda got: len(client.agent_finals()) > finals_before, timeout=180)
-            turn_audio = [(t, f) for t, f in client.got.audio if t > start]
-            first = next((k for k, (_, f) in enumerate(turn_audio) if np.abs(f).max(initial=0) > SILENT_PEAK), None)
-            frames = [(t, len(f)) for t, f in turn_audio[first:]] if first is not None else []
-            metrics = client.got.of("metrics")[metrics_before:]
-            v2v = round((frames[0][0] - speech_end) * 1000, 1) if frames else None
-            results.append(TurnResult(call_no, i, path.name, v2v, underruns(frames, RATE), metrics[0] if metrics else {}))
+    """Every WAV as one turn; when the agent ends the call (a transfer, a goodbye), the next turns go to a new call."""
+    results, pending = [], list(enumerate(wavs, start=1))
+    while pending:
+        async with CallClient(url, profile) as client:
+            await client.wait_for(lambda got: client.agent_finals(), timeout=120)
+            while pending and not client.got.of("end"):
+                turn_no, path = pending.pop(0)
+                results.append(await run_turn(client, path, call_no, turn_no))
+                await asyncio.sleep(0.3)  # an `end` right after the answer's last audio
     return results
 
 

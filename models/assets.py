@@ -134,6 +134,14 @@ def tuned_adapter_dir() -> Path | None:
     return TUNED_ADAPTER_DIR if is_adapter(TUNED_ADAPTER_DIR) else None
 
 
+DRAFTER_DIR = Path(__file__).resolve().parent / "drafters" / "talkline"
+
+
+def default_drafter_dir() -> Path | None:
+    """The committed EAGLE3 drafter for the tuned model (SGLang format), or None while none is committed."""
+    return DRAFTER_DIR if (DRAFTER_DIR / "config.json").is_file() and (DRAFTER_DIR / "model.safetensors").is_file() else None
+
+
 def merged_model_dir(adapter: Path, base: Path | None = None) -> Path:
     """Base model + LoRA adapter merged once into a cached model folder, keyed by the adapter's bytes."""
     import hashlib

@@ -15,11 +15,15 @@ def clean_for_speech(text: str) -> str:
 
 
 class ClauseSplitter:
-    """Accumulates text deltas and returns complete clauses: sentence ends always cut, commas once long enough."""
+    """Accumulates text deltas and returns complete clauses: sentence ends always cut, commas once long enough.
 
-    def __init__(self, min_clause_words: int = 4) -> None:
-        self.min_words = min_clause_words
+    The first clause may be a single word ("Sure," "Of course,"): the caller hears it while the rest is written.
+    """
+
+    def __init__(self, min_clause_words: int = 4, first_clause_words: int = 1) -> None:
+        self.min_words, self.first_words = min_clause_words, first_clause_words
         self.buffer = ""
+        self.clauses = 0
 
     def push(self, delta: str) -> list[str]:
         self.buffer += delta
@@ -28,6 +32,7 @@ class ClauseSplitter:
             clause, self.buffer = self.buffer[:cut], self.buffer[cut:]
             if spoken := clean_for_speech(clause):
                 out.append(spoken)
+                self.clauses += 1
         return out
 
     def flush(self) -> str | None:
@@ -39,6 +44,6 @@ class ClauseSplitter:
         sentence = _SENTENCE_END.search(self.buffer)
         limit = sentence.end() if sentence else len(self.buffer)
         for m in _CLAUSE_END.finditer(self.buffer, 0, limit):
-            if len(self.buffer[: m.end()].split()) >= self.min_words:
+            if len(self.buffer[: m.end()].split()) >= (self.min_words if self.clauses else self.first_words):
                 return m.end()
         return limit if sentence else None

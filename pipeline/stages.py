@@ -42,6 +42,7 @@ class Stages:
         log.info("models warmed up in %.1f s", time.perf_counter() - t0)
 
 
-def load_stages(llm: LLMBackend, threads: ThreadBudget = ThreadBudget()) -> Stages:
+def load_stages(llm: LLMBackend, threads: ThreadBudget = ThreadBudget(), asr_window_s: float = 10.0) -> Stages:
     """Load VAD, ASR and TTS beside an already built LLM backend."""
-    return Stages(vad=SileroVAD(), asr=WhisperASR(threads=threads.asr), tts=PiperTTS(threads=threads.tts), llm=llm)
+    asr = WhisperASR(threads=threads.asr, window_s=asr_window_s)
+    return Stages(vad=SileroVAD(), asr=asr, tts=PiperTTS(threads=threads.tts), llm=llm)

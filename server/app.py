@@ -48,11 +48,11 @@ def build_llm(settings: Settings) -> LLMBackend:
     from models.engine import Engine
 
     torch.set_num_threads(settings.threads.llm)
-    return EmbeddedLLM(Engine.load(settings.model_path))
+    return EmbeddedLLM(Engine.load(settings.model_path, drafter=settings.drafter))
 
 
 def build_stages(settings: Settings) -> Stages:
-    return load_stages(build_llm(settings), settings.threads)
+    return load_stages(build_llm(settings), settings.threads, settings.asr_window_s)
 
 
 def create_app(settings: Settings | None = None, stages: Stages | None = None) -> FastAPI:

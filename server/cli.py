@@ -20,6 +20,17 @@ app.command("export")(export_command)
 MODEL_HELP = "embedded LLM: tuned (SmolLM2 + the committed adapter; base until one exists), base, or a model/adapter folder"
 
 
+SPEC_HELP = "speculative decoding with the EAGLE3 drafter (lossless: the same text as plain greedy decoding)"
+DRAFTER_HELP = "EAGLE3 drafter folder (SGLang format); default: the committed one, models/drafters/talkline"
+
+
+def pick_drafter(spec: bool, drafter: Path | None) -> Path | None:
+    """The drafter the embedded engine uses: none with --no-spec, else the given one or the committed one."""
+    from models.assets import default_drafter_dir
+
+    return (drafter or default_drafter_dir()) if spec else None
+
+
 def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -34,6 +45,8 @@ def serve(
     llm_url: Annotated[str | None, typer.Option(help="http://HOST:PORT of an OpenAI-compatible server [TALKLINE_LLM_URL]")] = None,
     llm_timeout: Annotated[float | None, typer.Option(help="seconds to wait for the LLM server [TALKLINE_LLM_TIMEOUT]")] = None,
     model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
+    spec: Annotated[bool, typer.Option("--spec/--no-spec", envvar="TALKLINE_SPEC", help=SPEC_HELP)] = True,
+    drafter: Annotated[Path | None, typer.Option(envvar="TALKLINE_DRAFTER", help=DRAFTER_HELP)] = None,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Run the voice server on HOST:PORT; a flag overrides its TALKLINE_* variable, which Settings reads."""
@@ -48,7 +61,7 @@ def serve(
              "llm_timeout": llm_timeout}
     settings = Settings(**{k: v for k, v in flags.items() if v is not None})
     if settings.llm == "embedded":
-        settings.model_path = llm_dir(model)
+        settings.model_path, settings.drafter = llm_dir(model), pick_drafter(spec, drafter)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level, ws_max_size=1 << 20)
 
 
@@ -56,7 +69,8 @@ def serve(
 def engine_command(
     host: Annotated[str, typer.Option()] = "127.0.0.1",
     port: Annotated[int, typer.Option()] = 30000,
-    drafter: Annotated[Path | None, typer.Option(help="EAGLE3 drafter folder for speculative decoding")] = None,
+    drafter: Annotated[Path | None, typer.Option(envvar="TALKLINE_DRAFTER", help=DRAFTER_HELP)] = None,
+    spec: Annotated[bool, typer.Option("--spec/--no-spec", envvar="TALKLINE_SPEC", help=SPEC_HELP)] = True,
     model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
@@ -67,6 +81,7 @@ def engine_command(
     from server.openai_api import create_engine_app, load_engine
 
     _logging(log_level)
+    drafter = pick_drafter(spec, drafter)
     uvicorn.run(create_engine_app(load_engine(drafter, llm_dir(model)), drafter), host=host, port=port, log_level=log_level)
 
 

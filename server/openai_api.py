@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import logging
 import threading
@@ -32,15 +31,8 @@ MODEL_ID = "talkline-smollm2-135m"
 
 
 def load_engine(drafter: Path | None = None, path: Path | None = None) -> Engine:
-    """The engine (model folder `path`, default the tuned model); the one place a drafter is applied, once
-    `Engine.load` accepts `drafter=`."""
-    options = {}
-    if drafter is not None:
-        if "drafter" in inspect.signature(Engine.load).parameters:
-            options["drafter"] = drafter
-        else:
-            log.warning("this engine has no speculative decoding yet: ignoring --drafter %s", drafter)
-    return Engine.load(path, **options)
+    """The engine (model folder `path`, default the tuned model), speculative with `drafter` when given."""
+    return Engine.load(path, drafter=drafter)
 
 
 class TextPart(BaseModel):

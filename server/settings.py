@@ -42,7 +42,9 @@ class Settings:
     llm_url: str | None = field(default_factory=lambda: _env("LLM_URL", "") or None)
     llm_timeout: float = field(default_factory=lambda: float(_env("LLM_TIMEOUT", "10")))
     model_path: Path | None = None
+    drafter: Path | None = None  # EAGLE3 drafter of the embedded engine; None: plain greedy decoding
     threads: ThreadBudget = ThreadBudget()
+    asr_window_s: float = field(default_factory=lambda: float(_env("ASR_WINDOW_S", "10")))  # 30: Whisper's own padding
     warmup: bool = True
     max_frame_bytes: int = field(default_factory=lambda: int(_env("MAX_FRAME_BYTES", str(64 * 1024))))
     max_text_chars: int = field(default_factory=lambda: int(_env("MAX_TEXT_CHARS", "2000")))

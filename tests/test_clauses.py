@@ -10,7 +10,7 @@ from pipeline.clauses import ClauseSplitter, clean_for_speech
 
 
 def split_all(text: str, pieces: list[str] | None = None, min_words: int = 4) -> list[str]:
-    splitter = ClauseSplitter(min_words)
+    splitter = ClauseSplitter(min_words, first_clause_words=min_words)
     out: list[str] = []
     for piece in pieces if pieces is not None else [text]:
         out += splitter.push(piece)
@@ -59,22 +59,28 @@ def test_multiple_sentences_in_one_delta():
     assert s.flush() == "Four"
 
 
-def test_comma_does_not_cut_a_short_clause():
+def test_first_clause_may_be_one_word_later_ones_need_four():
     s = ClauseSplitter()
+    assert s.push("Sure, I can, of course, help") == ["Sure,", "I can, of course,"]
+    assert s.flush() == "help"
+
+
+def test_comma_does_not_cut_a_short_clause():
+    s = ClauseSplitter(first_clause_words=4)
     assert s.push("Yes, sure, I") == []
     assert s.flush() == "Yes, sure, I"
 
 
 def test_comma_cuts_once_clause_has_four_words():
-    s = ClauseSplitter()
+    s = ClauseSplitter(first_clause_words=4)
     assert s.push("Sure, I can help, and then") == ["Sure, I can help,"]
     assert s.buffer == "and then"
 
 
 def test_comma_cut_with_exactly_four_words():
-    s = ClauseSplitter()
+    s = ClauseSplitter(first_clause_words=4)
     assert s.push("one two three four, five") == ["one two three four,"]
-    s = ClauseSplitter()
+    s = ClauseSplitter(first_clause_words=4)
     assert s.push("one two three, four") == []
 
 
@@ -85,13 +91,13 @@ def test_other_clause_marks_cut_when_long_enough(mark):
 
 
 def test_min_clause_words_is_configurable():
-    s = ClauseSplitter(min_clause_words=2)
+    s = ClauseSplitter(min_clause_words=2, first_clause_words=2)
     assert s.push("Well then, okay") == ["Well then,"]
 
 
 def test_comma_after_sentence_end_is_not_considered_first():
     s = ClauseSplitter()
-    assert s.push("One two. Three four five six, seven") == ["One two.", "Three four five six,"]
+    assert s.push("One two. Three four, five six, seven") == ["One two.", "Three four, five six,"]
 
 
 @pytest.mark.parametrize(
@@ -167,7 +173,7 @@ def test_clauses_are_cleaned_of_markdown():
 
 def test_markup_before_punctuation_keeps_words():
     # clean_for_speech replaces markup by a space, so "**Yes**," becomes "Yes ,": spacing aside, words survive
-    s = ClauseSplitter()
+    s = ClauseSplitter(first_clause_words=4)
     (clause,) = s.push("**Yes**, I think so. ")
     assert re.sub(r"\s+([,.;:!?])", r"\1", clause) == "Yes, I think so."
 

@@ -46,6 +46,13 @@ def test_committed_scenarios_match_the_generator(tmp_path):
     assert len(manifest["train_sectors"]) >= 10
 
 
+@pytest.mark.parametrize("path", [SCENARIOS_PATH, TOOL_SCENARIOS_PATH])
+def test_every_reference_reply_passes_its_own_checks(path):
+    for scenario in rows(path):
+        results = run_checks(scenario["reference"], scenario["checks"])
+        assert all(results.values()), (scenario["id"], scenario["reference"], results)
+
+
 def test_splits_hold_out_brands_and_sectors(tiny_data):
     manifest = json.loads((tiny_data / "manifest.json").read_text())
     train = rows(tiny_data / "train.jsonl")
@@ -227,3 +234,53 @@ def test_grpo_runs_from_the_sft_adapter(sft_run, tmp_path, monkeypatch):
     engine = Engine.load(model=str(adapter))
     reply = "".join(engine.generate_text(engine.new_session(), engine.encode_chat([{"role": "user", "content": "Hi"}]), 4))
     assert isinstance(reply, str)
+
+
+def test_ship_copies_the_adapter_with_its_record(tmp_path):
+    from training.ship import ship
+
+    adapter, run, out = tmp_path / "adapter", tmp_path / "sft", tmp_path / "shipped"
+    adapter.mkdir()
+    run.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+    (run / "config.json").write_text(json.dumps({"config": {"max_steps": 3}}))
+    (run / "metrics.jsonl").write_text('{"step": 3, "loss": 0.5}\n{"step": 3, "train_loss": 0.7}\n')
+    report = tmp_path / "eval_sft.json"
+    report.write_text(json.dumps({"pass_rate": 0.9, "per_check": {}, "results": []}))
+    ship(adapter, [run], [report], "make train", out)
+    assert (out / "adapter_model.safetensors").read_bytes() == b"weights"
+    record = json.loads((out / "run.json").read_text())
+    assert record["stages"] == ["sft"] and record["runs"]["sft"]["config"]["config"]["max_steps"] == 3
+    assert record["runs"]["sft"]["final_metrics"]["last_logged"]["loss"] == 0.5
+    assert record["eval"]["eval_sft"] == {"pass_rate": 0.9, "per_check": {}}
+
+
+def test_curriculum_review_phase_mixes_every_stage(tiny_data):
+    from collections import Counter
+
+    from training.curriculum import order_examples, parse_schedule
+
+    schedule = parse_schedule("facts:0.5,mixed:0.5")
+    ordered, plan = order_examples(rows(tiny_data / "train.jsonl"), schedule, 200, 0.3, 0)
+    assert {r["meta"]["curriculum_stage"] for r in ordered[:100]} == {"facts"}
+    review = Counter(r["meta"]["curriculum_stage"] for r in ordered[100:])
+    assert set(review) == {"facts", "multi_turn", "tones", "escalation"}
+    assert plan[1] == {"stage": "mixed", "start": 100, "examples": 100, "replayed": 0}
+    with pytest.raises(ValueError, match="mixed"):
+        parse_schedule("facts:0.5,recap:0.5")
+
+
+def test_sft_continues_an_adapter(sft_run, tmp_path):
+    """--init-adapter: a review phase starts from the trained adapter (its first loss is the trained model's)."""
+    from dataclasses import replace
+
+    from training.curriculum import parse_schedule
+    from training.sft import main
+
+    cfg, adapter = sft_run
+    review = replace(cfg, run_dir=tmp_path / "review", max_steps=1, init_adapter=adapter, schedule=parse_schedule("mixed:1"))
+    out = main(review)
+    first = lambda run: next(json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if "domain_ce" in x)  # noqa: E731
+    assert first(review.run_dir)["domain_ce"] < first(cfg.run_dir)["domain_ce"]
+    assert (out / "adapter_model.safetensors").read_bytes() != (adapter / "adapter_model.safetensors").read_bytes()

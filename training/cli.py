@@ -40,9 +40,12 @@ def train_sft(
     steps: Annotated[int, typer.Option()] = 300,
     batch_size: Annotated[int, typer.Option()] = 8,
     grad_accum: Annotated[int, typer.Option()] = 1,
-    lr: Annotated[float, typer.Option()] = 2e-4,
+    lr: Annotated[float, typer.Option()] = 1e-3,
     kl_coef: Annotated[float, typer.Option(help="weight of KL(student || base) on general prompts; 0 = off")] = 0.1,
-    curriculum: Annotated[str, typer.Option(help="ordered stage:share list")] = "facts:0.25,multi_turn:0.25,tones:0.25,escalation:0.25",
+    curriculum: Annotated[str, typer.Option(help="ordered stage:share list; stage `mixed` reviews every stage")] = (
+        "facts:0.25,multi_turn:0.25,tones:0.25,escalation:0.25"
+    ),
+    init_adapter: Annotated[Path | None, typer.Option(help="continue this adapter instead of starting a new one")] = None,
     save_steps: Annotated[int, typer.Option()] = 50,
     threads: Annotated[int, typer.Option(help="torch threads on CPU")] = 2,
     resume: Resume = False,
@@ -54,6 +57,7 @@ def train_sft(
     cfg = SFTRunConfig(
         data_dir=data_dir, run_dir=run_dir, device=device, max_steps=steps, batch_size=batch_size, grad_accum=grad_accum,
         lr=lr, kl_coef=kl_coef, schedule=parse_schedule(curriculum), save_steps=save_steps, threads=threads,
+        init_adapter=init_adapter,
     )
     typer.echo(f"adapter: {main(cfg, resume)}")
 
@@ -67,7 +71,7 @@ def train_rl(
     steps: Annotated[int, typer.Option()] = 50,
     prompts_per_step: Annotated[int, typer.Option()] = 2,
     num_generations: Annotated[int, typer.Option(help="completions per prompt")] = 4,
-    max_completion_length: Annotated[int, typer.Option()] = 48,
+    max_completion_length: Annotated[int, typer.Option(help="room for a short sentence and a tool call")] = 64,
     lr: Annotated[float, typer.Option()] = 2e-5,
     beta: Annotated[float, typer.Option(help="KL to the SFT adapter")] = 0.02,
     save_steps: Annotated[int, typer.Option()] = 25,
@@ -85,17 +89,34 @@ def train_rl(
     typer.echo(f"adapter: {main(cfg, resume)}")
 
 
+@train_app.command("ship")
+def train_ship(
+    adapter: Annotated[Path, typer.Option(help="the adapter folder to ship (an SFT or RL run's adapter)")],
+    run: Annotated[list[Path], typer.Option(help="run folders that made it, in order (config.json, metrics.jsonl)")],
+    eval_report: Annotated[list[Path], typer.Option("--eval", help="`talkline eval` JSON reports of this adapter")] = [],  # noqa: B006
+    reproduce: Annotated[str, typer.Option(help="the commands that reproduce it")] = "make train",
+) -> None:
+    """Copy an adapter into models/adapters/talkline (the tuned default) with run.json: configs, metrics, evals."""
+    from training.ship import ship
+
+    typer.echo(f"shipped: {ship(adapter, run, eval_report, reproduce)}")
+
+
 def eval_command(
     scenarios: Annotated[Path, typer.Option(help="JSONL of {id, profile, messages, checks}")] = Path("training/scenarios_heldout.jsonl"),
     model: Annotated[str, typer.Option(help="base, tuned, gemma3-270m, or a model/adapter folder or .gguf file")] = "tuned",
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
     limit: Annotated[int | None, typer.Option(help="only the first N scenarios")] = None,
     max_new_tokens: Annotated[int, typer.Option()] = 60,
+    rescore: Annotated[Path | None, typer.Option(help="re-check the replies of this saved report instead (no model)")] = None,
 ) -> None:
     """Answer held-out scenarios greedily with the embedded engine (1 thread) and report check pass rates."""
-    from training.eval import main
+    from training.eval import main, main_rescore
 
-    main(scenarios, model, out, limit, max_new_tokens)
+    if rescore:
+        main_rescore(scenarios, rescore, out)
+    else:
+        main(scenarios, model, out, limit, max_new_tokens)
 
 
 def export_command(

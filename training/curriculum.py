@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass
 
 STAGES = ("facts", "multi_turn", "tones", "escalation")
+MIXED = "mixed"  # a review phase: every stage, in proportion to the data (ends a curriculum without recency bias)
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ def parse_schedule(text: str) -> tuple[Phase, ...]:
     phases = []
     for item in text.split(","):
         stage, _, share = item.strip().partition(":")
-        if stage not in STAGES:
-            raise ValueError(f"curriculum stage '{stage}' is not one of {', '.join(STAGES)}")
+        if stage not in (*STAGES, MIXED):
+            raise ValueError(f"curriculum stage '{stage}' is not one of {', '.join((*STAGES, MIXED))}")
         phases.append(Phase(stage, float(share)))
     return tuple(phases)
 
@@ -34,10 +35,11 @@ def order_examples(
     """`total` examples in curriculum order, and the plan (per phase: stage, first example, count, replayed)."""
     rng = random.Random(seed)
     pools = {stage: [r for r in rows if r["meta"]["curriculum_stage"] == stage] for stage in STAGES}
+    pools[MIXED] = list(rows)
     for stage in (p.stage for p in schedule):
         if not pools[stage]:
             raise ValueError(f"no training examples for curriculum stage '{stage}'")
-    cursors = {stage: 0 for stage in STAGES}
+    cursors = {stage: 0 for stage in pools}
     for pool in pools.values():
         rng.shuffle(pool)
 
@@ -53,7 +55,7 @@ def order_examples(
     ordered, plan, seen = [], [], []
     for i, phase in enumerate(schedule):
         n = total - len(ordered) if i == len(schedule) - 1 else round(total * phase.share / weight)
-        n_replay = round(n * replay) if seen else 0
+        n_replay = round(n * replay) if seen and phase.stage != MIXED else 0
         chunk = [draw(phase.stage) for _ in range(n - n_replay)] + [draw(rng.choice(seen)) for _ in range(n_replay)]
         rng.shuffle(chunk)
         plan.append({"stage": phase.stage, "start": len(ordered), "examples": n, "replayed": n_replay})

@@ -63,6 +63,16 @@ def evaluate(engine: Engine, scenarios: list[dict], max_new_tokens: int = 60) ->
     return results
 
 
+def rescore(report: dict, scenarios: list[dict]) -> list[dict]:
+    """A saved report's replies checked again against the scenarios' current checks (no model needed)."""
+    by_id = {s["id"]: s for s in scenarios}
+    results = []
+    for r in report["results"]:
+        checks = run_checks(r["reply"], by_id[r["id"]]["checks"])
+        results.append({**r, "checks": checks, "passed": all(checks.values())})
+    return results
+
+
 def print_table(summary: dict) -> None:
     print(f"\n{'':<28}{'pass rate':>10}")
     print(f"{'all checks':<28}{summary['pass_rate']:>10.1%}   ({summary['scenarios']} scenarios)")
@@ -70,6 +80,21 @@ def print_table(summary: dict) -> None:
         print(f"-- {title.replace('_', ' ')}")
         for name, rate in summary[title].items():
             print(f"{name:<28}{rate:>10.1%}")
+
+
+def write_report(report: dict, out: Path | None) -> dict:
+    print_table(report)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def main_rescore(scenarios: Path, report_path: Path, out: Path | None) -> dict:
+    """Re-check a saved report's replies (e.g. after a fix to the checks) and print and save the new report."""
+    report = json.loads(Path(report_path).read_text())
+    results = rescore(report, load_scenarios(scenarios))
+    return write_report({**report, "scenarios_file": str(scenarios), "rescored_from": str(report_path), **summarize(results), "results": results}, out)
 
 
 def main(scenarios: Path, model: str, out: Path | None, limit: int | None = None, max_new_tokens: int = 60) -> dict:
@@ -88,8 +113,4 @@ def main(scenarios: Path, model: str, out: Path | None, limit: int | None = None
         "model": model, "model_path": str(path), "scenarios_file": str(scenarios), "load_s": round(load_s, 1),
         "eval_s": round(time.perf_counter() - t0, 1), **summarize(results), "results": results,
     }
-    print_table(report)
-    if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(report, indent=2) + "\n")
-    return report
+    return write_report(report, out)

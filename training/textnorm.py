@@ -93,7 +93,8 @@ def _words_to_digits(tokens: list[str]) -> list[str]:
 
 
 def _join_codes(tokens: list[str]) -> list[str]:
-    """Join adjacent digit groups ("1 800 555" -> "1800555") and spelled codes ("k 7 q 2" -> "k7q2")."""
+    """Join adjacent digit groups ("1 800 555" -> "1800555") and spelled codes ("k 7 q 2" -> "k7q2"); "||" (a
+    sentence end) stops both."""
     joined: list[str] = []
     for token in tokens:
         if token.isdigit() and joined and joined[-1].isdigit():
@@ -107,7 +108,8 @@ def _join_codes(tokens: list[str]) -> list[str]:
         while j < len(joined) and (len(joined[j]) == 1 or joined[j].isdigit()):
             j += 1
         run = joined[i:j]
-        if len(run) >= 3 and any(t.isalpha() for t in run) and any(t.isdigit() for t in run):
+        mixed = len(run) >= 3 and any(t.isalpha() for t in run) and any(t.isdigit() for t in run)
+        if mixed or (len(run) >= 4 and all(t.isalpha() for t in run)):  # "k 7 q 2", "a n w m t q"
             out.append("".join(run))
         else:
             out.extend(run or [joined[i]])
@@ -145,9 +147,10 @@ def normalize(text: str) -> str:
     text = re.sub(r"(?<=\w) - (?=\w)", "-", text)
     for pattern, repl in _SUBSTITUTIONS:
         text = re.sub(pattern, repl, text)
-    text = re.sub(r"[,.;:!?]+", " | ", text.replace("-", " "))  # a pause ends a spoken number
+    text = re.sub(r"[.!?]+", " || ", text.replace("-", " "))  # a sentence end also ends a spelled code
+    text = re.sub(r"[,;:]+", " | ", text)  # a pause ends a spoken number
     tokens = re.sub(r"[^a-z0-9| ]+", " ", text).split()
-    return " ".join(_join_codes([t for t in _words_to_digits(tokens) if t != "|"]))
+    return " ".join(t for t in _join_codes([t for t in _words_to_digits(tokens) if t != "|"]) if t != "||")
 
 
 def contains(haystack: str, needle: str) -> bool:

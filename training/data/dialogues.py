@@ -19,7 +19,7 @@ DONT_KNOW = [
     "don't have", "do not have", "don't know", "not sure", "no information", "not able to say", "not able to provide",
     "can't provide", "cannot provide",
 ]
-TRANSFER_WORDS = ["transfer", "connect", "put you through"]
+TRANSFER_WORDS = ["transfer", "transferring", "connect", "connecting", "put you through"]
 CANT_TRANSFER = ["can't transfer", "cannot transfer", "not able to transfer", "unable to transfer"]
 PERSONA_BREAKS = ["as an ai", "language model", "smollm", "openai", "hugging face"]
 MAX_WORDS = 40
