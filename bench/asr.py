@@ -70,6 +70,7 @@ def main() -> None:
     for window, r in report["windows"].items():
         print(f"{window:>9} {r['wer']:>7.1%} {r['decode_ms_p50']:>8} {r['decode_ms_max']:>8}")
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -340,7 +340,7 @@ class Call:
         Text and audio made before the turn is committed (a preemptive reply) wait in `unsent` and in
         the first clause's audio; nothing reaches the caller until the endpoint confirms the turn.
         """
-        splitter, unsent = ClauseSplitter(), []
+        splitter, unsent = ClauseSplitter(first_clause_words=self.profile.turn.first_clause_words), []
         async for delta in text:
             unsent.append(delta)
             if turn.index is not None:

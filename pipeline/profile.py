@@ -42,6 +42,7 @@ class TurnSettings(_Strict):
     barge_in_min_ms: int = Field(300, ge=50, le=5000)
     vad_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     interim_interval_ms: int = Field(700, ge=200, le=10000)
+    first_clause_words: int = Field(1, ge=1, le=20, description="words before a comma may end a reply's first clause")
 
 
 class Escalation(_Strict):

@@ -20,8 +20,8 @@ app.command("export")(export_command)
 MODEL_HELP = "embedded LLM: tuned (SmolLM2 + the committed adapter; base until one exists), base, or a model/adapter folder"
 
 
-SPEC_HELP = "speculative decoding with the EAGLE3 drafter (lossless: the same text as plain greedy decoding)"
-DRAFTER_HELP = "EAGLE3 drafter folder (SGLang format); default: the committed one, models/drafters/talkline"
+SPEC_HELP = "speculative decoding (lossless) with --drafter or the committed drafter, models/drafters/talkline, if any"
+DRAFTER_HELP = "EAGLE3 drafter folder (SGLang format); default: models/drafters/talkline when one is committed"
 
 
 def pick_drafter(spec: bool, drafter: Path | None) -> Path | None:
