@@ -11,6 +11,7 @@ from pipeline.tools import ToolCall
 from training.data import tooluse as t
 from training.data import generic as g
 from training.data.brands import Brand, fact_intents
+from training.data.catalog import SlotIntent
 from training.data.callers import HARD_TONES, agent_says, caller_plain, caller_says, lower_first
 from training.data.values import make_code, spoken_code, tidy
 
@@ -109,17 +110,22 @@ def _says_code(rng: random.Random, tone: str, code: str) -> str:
     return rng.choice(forms).format(c=said)
 
 
-def slot(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
-    """Ask for the record's code, read it back (maybe corrected), then answer with the linked fact or transfer."""
-    intent = rng.choice(brand.sector.slots)
-    code = make_code(rng, intent.shape)
-    history = _start(brand) + [
+def code_given(rng: random.Random, brand: Brand, intent: SlotIntent, tone: str, code: str) -> list[Message]:
+    """Greeting, the caller's request about a record, the agent asking for its code, the caller giving it."""
+    return _start(brand) + [
         Message("user", caller_plain(rng, tone, rng.choice(intent.asks))),
         Message("assistant", agent_says(rng, tone, rng.choice([
             f"Can I have your {intent.slot}, please?", f"What's your {intent.slot}, please?",
         ]), close=False)),
         Message("user", _says_code(rng, tone, code)),
     ]
+
+
+def slot(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
+    """Ask for the record's code, read it back (maybe corrected), then answer with the linked fact or transfer."""
+    intent = rng.choice(brand.sector.slots)
+    code = make_code(rng, intent.shape)
+    history = code_given(rng, brand, intent, tone, code)
     if intent.follow_fact in brand.known:
         fact_intent = next(i for i in brand.sector.facts if i.name == intent.follow_fact)
         value = brand.known[intent.follow_fact]

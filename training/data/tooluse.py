@@ -11,7 +11,7 @@ from pipeline.profile import parse_profile
 from pipeline.prompt import Message
 from pipeline.tools import ToolCall
 from training.data.brands import Brand
-from training.data.callers import agent_says, caller_plain
+from training.data.callers import caller_plain
 from training.data.catalog import SlotIntent
 from training.data.values import make_code
 
@@ -70,19 +70,12 @@ def result_for(rng: random.Random, code: str) -> tuple[dict, str | None]:
 
 def lookup_dialogue(rng: random.Random, brand: Brand, tone: str) -> tuple[list[Message], dict]:
     """Ask for the code, call the lookup with it, then speak the result. Returns the history and check fields."""
-    from training.data.dialogues import _says_code, _start
+    from training.data.dialogues import code_given
 
     intent = brand.lookup
     code = make_code(rng, intent.shape)
     call = ToolCall(lookup_name(intent), {lookup_param(intent): code})
-    history = _start(brand) + [
-        Message("user", caller_plain(rng, tone, rng.choice(intent.asks))),
-        Message("assistant", agent_says(rng, tone, rng.choice([
-            f"Can I have your {intent.slot}, please?", f"What's your {intent.slot}, please?",
-        ]), close=False)),
-        Message("user", _says_code(rng, tone, code)),
-        Message("assistant", call.markup()),
-    ]
+    history = code_given(rng, brand, intent, tone, code) + [Message("assistant", call.markup())]
     if rng.random() < 0.1:
         result, date = {"error": "the lookup service did not answer in time"}, None
         team = brand.team
