@@ -78,11 +78,12 @@ def engine_command(
     import uvicorn
 
     from models.assets import llm_dir
-    from server.openai_api import create_engine_app, load_engine
+    from models.engine import Engine
+    from server.openai_api import create_engine_app
 
     _logging(log_level)
     drafter = pick_drafter(spec, drafter)
-    uvicorn.run(create_engine_app(load_engine(drafter, llm_dir(model)), drafter), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_engine_app(Engine.load(llm_dir(model), drafter=drafter), drafter), host=host, port=port, log_level=log_level)
 
 
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)

@@ -30,11 +30,6 @@ log = logging.getLogger(__name__)
 MODEL_ID = "talkline-smollm2-135m"
 
 
-def load_engine(drafter: Path | None = None, path: Path | None = None) -> Engine:
-    """The engine (model folder `path`, default the tuned model), speculative with `drafter` when given."""
-    return Engine.load(path, drafter=drafter)
-
-
 class TextPart(BaseModel):
     type: Literal["text"]
     text: str
