@@ -263,7 +263,8 @@ class Call:
             call = None
 
     async def _model_reply(self, turn: Turn, part: Part, messages: list[dict]) -> ToolCall | None:
-        """One model reply, spoken up to its tool call; returns the call (a malformed one is logged and dropped)."""
+        """One model reply, spoken up to its tool call; returns the call (a malformed one is logged and dropped).
+        A reply that leaves the caller in silence (no words, no call to run) is replaced by the fallback line."""
         speech = SpeechFilter()
         await self._speak(turn, self._llm_text(turn, messages, speech))
         reply = split_reply(speech.text, self.profile.tools)
@@ -272,6 +273,8 @@ class Call:
             log.warning("call %s: tool call not run (%s): %r", self.id, reply.error, speech.text[:300])
             self._count("unknown", "malformed")
             turn.tool_calls.append({"error": reply.error})
+        if reply.call is None and self.playout.segment_count(turn.index) == part.first:
+            await self._speak(turn, one_line(self.profile.fallback_line))
         return reply.call
 
     async def _run_tool(self, turn: Turn, tool: HttpTool, call: ToolCall) -> str:

@@ -19,10 +19,13 @@ from server.app import create_app
 from server.settings import Settings
 
 
+QUICK_FALLBACK = "Sorry, say that again?"
+
+
 def quick_profiles(folder: Path, **changes) -> Path:
     """A profiles folder holding one profile, `quick`: Skyways' facts with a one-word greeting and short replies."""
     profile = yaml.safe_load((ROOT / "profiles" / "skyways.yaml").read_text())
-    quick = {"id": "quick", "greeting": "Hi.", "fallback_line": "Sorry, say that again?", "llm": {"max_tokens": 24}}
+    quick = {"id": "quick", "greeting": "Hi.", "fallback_line": QUICK_FALLBACK, "llm": {"max_tokens": 24}}
     profile.update({**quick, **changes})
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "quick.yaml").write_text(yaml.safe_dump(profile))

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 
 import pytest
 from phone_calls import call_ids, ended_call
-from servers import quick_profiles, serving
+from servers import QUICK_FALLBACK, quick_profiles, serving
 
 from bench.carrierclient import TelnyxClient, TwilioClient, VonageClient
 from conftest import ServerThread, free_port
@@ -293,4 +293,4 @@ async def test_telnyx_refused_transfer_leaves_the_call_running(stages, tmp_path,
         assert row.end_reason == "caller_stop"
         turns = await server.state.store.run(server.state.store.turns, row.id)
         assert turns[1].caller_text == "The caller pressed 0."
-        assert (turns[-1].caller_text, turns[-1].agent_text) == (None, "Sorry, say that again?")
+        assert (turns[-1].caller_text, turns[-1].agent_text) == (None, QUICK_FALLBACK)

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 from llm_standin import StandInLLM
-from servers import quick_profiles, serving
+from servers import QUICK_FALLBACK, quick_profiles, serving
 
 from bench.wsclient import CallClient
 from pipeline.call import Call
@@ -18,7 +18,6 @@ from pipeline.io import AudioIn, HangUp, TextIn
 from pipeline.llm import OpenAICompatLLM
 from pipeline.playout import Segment
 
-FALLBACK = "Sorry, say that again?"  # the quick profile's fallback line
 FULL = "Our bags cost thirty dollars. Anything else?"
 
 
@@ -42,11 +41,11 @@ async def test_llm_down_slow_and_cut_mid_answer(stages, tmp_path):
             turns = await server.state.store.run(server.state.store.turns, call_id)
         await backend.aclose()
     assert heard["healthy"][0] == FULL
-    assert heard["down"][0] == FALLBACK
-    assert heard["slow"][0] == FALLBACK and heard["slow"][1] < 6, "the fallback comes after --llm-timeout, not never"
+    assert heard["down"][0] == QUICK_FALLBACK
+    assert heard["slow"][0] == QUICK_FALLBACK and heard["slow"][1] < 6, "the fallback comes after --llm-timeout, not never"
     assert heard["drop"][0] == "Our bags cost thirty dollars.", "what was said stays; no fallback after it"
-    assert heard["drop_early"][0] == FALLBACK, "cut before a word: the fallback line"
-    assert [t.agent_text for t in turns[1:]] == [FULL, FALLBACK, FALLBACK, "Our bags cost thirty dollars.", FALLBACK, FULL]
+    assert heard["drop_early"][0] == QUICK_FALLBACK, "cut before a word: the fallback line"
+    assert [t.agent_text for t in turns[1:]] == [FULL, QUICK_FALLBACK, QUICK_FALLBACK, "Our bags cost thirty dollars.", QUICK_FALLBACK, FULL]
 
 
 class RecordingIO:

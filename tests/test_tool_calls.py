@@ -17,7 +17,7 @@ import httpx
 import pytest
 from conftest import ServerThread, free_port
 from llm_standin import StandInLLM, read_request, sglang_call
-from servers import idle, quick_profiles, serving
+from servers import QUICK_FALLBACK, idle, quick_profiles, serving
 from test_faults import RecordingIO
 
 from bench.wsclient import CallClient
@@ -250,6 +250,7 @@ MALFORMED = [
     sglang_call("delete_account", {}, speech="Okay."),  # not a declared tool
     ['Okay then. <tool_call>{"name": "end_call"'],  # never closed
     ["Let me see.", {"tool_calls": [{"index": 0, "id": "x", "function": {"name": "lookup_booking", "arguments": '{"code": '}}]}],
+    ['<tool_call>{"name": "check", "arguments": {"submit": {"submit": {'],  # no words before it: the caller hears the fallback
 ]
 
 
@@ -265,12 +266,12 @@ async def test_malformed_tool_calls_are_never_run(stages, tmp_path):
                 assert client.close_code is None and not client.got.of("transfer") and not client.got.of("end")
             rejected = tool_count(server, "unknown", "malformed")
 
-    assert finals == ["Sure.", "Okay.", "Okay then.", "Let me see.", "Our bags cost thirty dollars. Anything else?"]
+    assert finals == ["Sure.", "Okay.", "Okay then.", "Let me see.", QUICK_FALLBACK, "Our bags cost thirty dollars. Anything else?"]
     assert not endpoint.seen and rejected == len(MALFORMED)
     assert "tool_call" not in said(client) and "<tool" not in said(client)
     assert not any("tool_calls" in m or m["role"] == "tool" for m in llm.requests[-1]["messages"]), "history holds no call"
-    assert [m["content"] for m in without_system(llm.requests[-1]) if m["role"] == "assistant"][-4:] == finals[:4]
-    assert all(len(json.loads(t.tool_calls)) == 1 and "error" in json.loads(t.tool_calls)[0] for t in turns[1:5])
+    assert [m["content"] for m in without_system(llm.requests[-1]) if m["role"] == "assistant"][-5:] == finals[:5]
+    assert all(len(json.loads(t.tool_calls)) == 1 and "error" in json.loads(t.tool_calls)[0] for t in turns[1:6])
 
 
 ENDINGS = {
