@@ -26,6 +26,12 @@ QUESTIONS = [
     "How much is a second checked bag?",
     "When does check-in close before my flight?",
     "Will I get a refund if I cancel?",
+    "Is a personal item free?",
+    "How late can I check in online?",
+    "Can I change a Flex fare for free?",
+    "What time do you open in the morning?",
+    "How heavy can my carry-on be?",
+    "Do you have wifi on board?",
 ]
 PIPER_SPEEDS = [1.0, 0.85, 1.15]
 ESPEAK_VOICES = ["en-us", "en-us+f3", "en-gb+m3"]
@@ -47,7 +53,7 @@ def main() -> None:
         audio = np.concatenate(tts.synthesize(text, VoiceSettings(length_scale=speed)))
         write_wav(OUT / f"q{i:02d}_piper_joe_x{speed}.wav", resample(audio, tts.sample_rate, 16000))
     if shutil.which("espeak-ng"):
-        for i, text in enumerate(QUESTIONS[:6]):
+        for i, text in enumerate(QUESTIONS[:8]):
             voice = ESPEAK_VOICES[i % len(ESPEAK_VOICES)]
             raw = OUT / "tmp.wav"
             subprocess.run(["espeak-ng", "-v", voice, "-s", str(150 + 15 * (i % 3)), "-w", str(raw), text], check=True)

@@ -172,6 +172,16 @@ class Engine:
         )
         return list(encoded["input_ids"])
 
+    def prefill(self, session: Session, prompt_ids: list[int], cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Bring the session's cache to exactly `prompt_ids` (the reusable prefix kept), ahead of the next turn."""
+        with session.lock, torch.inference_mode():
+            if cancelled():
+                return
+            keep = common_prefix_len(session.ids, prompt_ids)
+            session.crop(keep)
+            if keep < len(prompt_ids):
+                session.forward(self.model, prompt_ids[keep:])
+
     def generate(
         self,
         session: Session,

@@ -5,13 +5,40 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from pipeline.prompt import Message
 from pipeline.store import TurnRecord, utcnow
 from pipeline.tools import ToolCall
+
+
+@dataclass
+class Draft:
+    """A preemptive reply started at a pause in the caller's speech, held until the endpoint opens its gate."""
+
+    task: asyncio.Task
+    gate: asyncio.Event
+
+
+async def one_line(text: str) -> AsyncIterator[str]:
+    yield text
+
+
+def ms_since(t0: float) -> float:
+    return round((time.monotonic() - t0) * 1000, 1)
+
+
+NEXT_CLAUSE_COST = 2.0  # the next clause takes about twice as long to make as the first: more tokens, the same TTS
+MAX_START_HOLD_S = 0.8
+
+
+def start_hold(made_s: float, covered_s: float) -> float:
+    """The longest a reply's first clause may wait for the next one (a start-up jitter buffer; it plays as soon as
+    the next is queued): 0 when the machine keeps up; `covered_s` is its audio plus any time it already waited."""
+    return min(max(NEXT_CLAUSE_COST * made_s - covered_s, 0.0), MAX_START_HOLD_S)
 
 
 @dataclass

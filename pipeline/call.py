@@ -8,12 +8,11 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass
 
 import numpy as np
 
 from pipeline.actions import post_json
-from pipeline.agent_turn import Control, Part, Turn
+from pipeline.agent_turn import Control, Draft, Part, Turn, ms_since, one_line, start_hold
 from pipeline.asr import RATE as ASR_RATE
 from pipeline.asr import TurnTranscriber
 from pipeline.audio import StreamResampler, resample
@@ -39,22 +38,6 @@ def new_call_id() -> str:
     return uuid.uuid4().hex
 
 
-@dataclass
-class Draft:
-    """A preemptive reply started at a pause in the caller's speech."""
-
-    task: asyncio.Task
-    gate: asyncio.Event
-
-
-async def one_line(text: str) -> AsyncIterator[str]:
-    yield text
-
-
-def ms_since(t0: float) -> float:
-    return round((time.monotonic() - t0) * 1000, 1)
-
-
 class Call:
     """The call loop. Transports feed it with `push`; it answers through its CallIO."""
 
@@ -77,13 +60,15 @@ class Call:
         self.llm = stages.llm.open_session()
         turn = profile.turn
         self.detector = SpeechDetector(stages.vad, turn.vad_threshold, turn.endpoint_silence_ms)
-        self.transcriber = TurnTranscriber(stages.asr, self._interim, turn.interim_interval_ms)
+        interim = lambda text: io.send_event({"type": "transcript", "text": text, "final": False})  # noqa: E731
+        self.transcriber = TurnTranscriber(stages.asr, interim, turn.interim_interval_ms)
         self.resampler = StreamResampler(input_rate, ASR_RATE)
         self.playout = Playout(
             io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback
         )
         self.reply: asyncio.Task | None = None
         self.draft: Draft | None = None
+        self.warm: asyncio.Task | None = None  # prefilling the next turn's prompt
         self.turns = 0
 
     def push(self, item: Inbound) -> None:
@@ -99,12 +84,13 @@ class Call:
         reason = "error"
         try:
             self._start_reply(self._say_line(Turn(None, None), self.profile.greeting))
+            self._warm()
             while (ended := await self._handle(await self.inbox.get())) is None:
                 pass
             reason = ended
         finally:
             self.transcriber.cancel()
-            await self._cancel(self.reply, self.draft and self.draft.task, player)
+            await self._cancel(self.reply, self.draft and self.draft.task, player, self.warm)
             await self.llm.aclose()
             with contextlib.suppress(Exception):
                 await self.store.run(self.store.end_call, self.id, reason)
@@ -160,6 +146,7 @@ class Call:
     def _start_draft(self, pause: SpeechEvent) -> None:
         """Preemptive generation: transcribe and start answering at the pause, held until the endpoint."""
         self._discard_draft()
+        self._warm(start=False)
         gate = asyncio.Event()
         self.draft = Draft(asyncio.create_task(self._spoken_turn(self.transcriber.audio(), pause, gate)), gate)
 
@@ -178,9 +165,6 @@ class Call:
         elif not self.replying:
             self._start_reply(self._spoken_turn(audio, end))
         # else: speech too short to interrupt the agent: ignored
-
-    async def _interim(self, text: str) -> None:
-        await self.io.send_event({"type": "transcript", "text": text, "final": False})
 
     async def _spoken_turn(self, audio: np.ndarray, end: SpeechEvent, gate: asyncio.Event | None = None) -> None:
         t0 = time.monotonic()
@@ -209,7 +193,14 @@ class Call:
 
     # ---- answering -------------------------------------------------------------------------
     def _start_reply(self, coro) -> None:
+        self._warm(start=False)
         self.reply = asyncio.create_task(coro)
+
+    def _warm(self, start: bool = True) -> None:
+        """Prefill the next turn's prompt (system prompt and history) while the caller talks; stop that on a reply."""
+        if self.warm is not None:
+            self.warm.cancel()
+        self.warm = asyncio.create_task(self.llm.prefill(build_messages(self.profile, self.history))) if start else None
 
     async def _say_line(self, turn: Turn, line: str) -> None:
         """A turn of fixed words: the greeting, or the fallback line."""
@@ -343,28 +334,38 @@ class Call:
         Text and audio made before the turn is committed (a preemptive reply) wait in `unsent` and in
         the first clause's audio; nothing reaches the caller until the endpoint confirms the turn.
         """
-        splitter, unsent = ClauseSplitter(first_clause_words=self.profile.turn.first_clause_words), []
+        settings, unsent = self.profile.turn, []
+        lookahead = settings.clause_lookahead_ms / 1000
+        splitter = ClauseSplitter(
+            first_clause_words=settings.first_clause_words,
+            running_low=(lambda: self.playout.queued_s() < lookahead) if lookahead else None,
+        )
+        started = time.monotonic()
         async for delta in text:
             unsent.append(delta)
             if turn.index is not None:
                 await self._commit(turn, unsent)
             for clause in splitter.push(delta):
-                await self._say(turn, clause, unsent)
+                await self._say(turn, clause, unsent, started)
         if rest := splitter.flush():
-            await self._say(turn, rest, unsent)
+            await self._say(turn, rest, unsent, started)
         await self._commit(turn, unsent)
+        self.playout.release()
 
-    async def _say(self, turn: Turn, clause: str, unsent: list[str]) -> None:
-        t0 = time.monotonic()
+    async def _say(self, turn: Turn, clause: str, unsent: list[str], started: float) -> None:
+        """Synthesize a clause and queue it; a turn's first clause may wait for the next (`start_hold`)."""
+        t0, first = time.monotonic(), turn.tts_ttfb_ms is None
         try:
             audio = await self.stages.tts.synthesize_async(clause, self.profile.voice)
         except Exception:
             log.exception("call %s: TTS failed for %r", self.id, clause)
             return
-        if turn.tts_ttfb_ms is None:
-            turn.tts_ttfb_ms = ms_since(t0)
+        ready, rate = time.monotonic(), self.stages.tts.sample_rate
+        turn.tts_ttfb_ms = ms_since(t0) if first else turn.tts_ttfb_ms
         await self._commit(turn, unsent)
-        self.playout.enqueue(turn.index, clause, resample(audio, self.stages.tts.sample_rate, self.io.output_rate))
+        if first:
+            self.playout.hold(start_hold(ready - started, len(audio) / rate + time.monotonic() - ready))
+        self.playout.enqueue(turn.index, clause, resample(audio, rate, self.io.output_rate))
 
     async def _close_turn(self, turn: Turn) -> None:
         """History gets what was heard (and the tool exchange); the client gets the final text and metrics; the turn is stored."""
@@ -380,6 +381,7 @@ class Call:
             await self.store.run(self.store.save_turn, turn.record(self.id, heard))
         except Exception:
             log.exception("call %s: could not store turn %d", self.id, turn.index)
+        self._warm()
         self.metrics.observe_turn(turn.latencies(), turn.interrupted)
 
     async def _barge_in(self) -> None:

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from pipeline.turns import TRAILING_WORDS
 
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*\s")
 _CLAUSE_END = re.compile(r"[,;:\u2014]\s")
 _MARKUP = re.compile(r"[*_#`~>|]+|\[(.*?)\]\(.*?\)")
+_COMPLETE_WORD = re.compile(r"\S+(?=\s)")
+# A number goes on ("thirty | five dollars"): a hurried cut never falls after one.
+_NUMBER_WORDS = frozenset(
+    """
+    zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
+    seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million
+    point oh
+    """.split()
+)
 
 
 def clean_for_speech(text: str) -> str:
@@ -18,10 +30,19 @@ class ClauseSplitter:
     """Accumulates text deltas and returns complete clauses: sentence ends always cut, commas once long enough.
 
     The first clause may be a single word ("Sure," "Of course,"): the caller hears it while the rest is written.
+    When `running_low()` says the caller is about to hear silence (nothing queued yet, or the queued audio nearly
+    played), a clause with no punctuation in sight is cut at a word boundary once it has `hurried_words` words.
     """
 
-    def __init__(self, min_clause_words: int = 4, first_clause_words: int = 1) -> None:
+    def __init__(
+        self,
+        min_clause_words: int = 4,
+        first_clause_words: int = 1,
+        running_low: Callable[[], bool] | None = None,
+        hurried_words: int = 4,
+    ) -> None:
         self.min_words, self.first_words = min_clause_words, first_clause_words
+        self.running_low, self.hurried_words = running_low, hurried_words
         self.buffer = ""
         self.clauses = 0
 
@@ -46,4 +67,15 @@ class ClauseSplitter:
         for m in _CLAUSE_END.finditer(self.buffer, 0, limit):
             if len(self.buffer[: m.end()].split()) >= (self.min_words if self.clauses else self.first_words):
                 return m.end()
-        return limit if sentence else None
+        if sentence:
+            return limit
+        return self._word_cut() if self.running_low is not None and self.running_low() else None
+
+    def _word_cut(self) -> int | None:
+        """End of the first complete word that leaves `hurried_words` words and does not trail off or split a number."""
+        for count, m in enumerate(_COMPLETE_WORD.finditer(self.buffer), 1):
+            word = m.group().lower().strip("\"'()")
+            if count >= self.hurried_words and word not in TRAILING_WORDS and word not in _NUMBER_WORDS:
+                if not any(ch.isdigit() for ch in word):
+                    return m.end()
+        return None

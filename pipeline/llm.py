@@ -31,6 +31,11 @@ class LLMSession(Protocol):
         `tools` (the profile's) is for backends whose server parses calls; the system prompt lists them anyway."""
         ...
 
+    async def prefill(self, messages: list[dict]) -> None:
+        """Warm this conversation's cache with the prompt the next turn starts with, while the caller talks.
+        Never raises: a failed prefill only leaves the work to the next turn."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -99,6 +104,17 @@ class EmbeddedSession:
         except Exception as e:
             raise LLMError(f"embedded engine failed: {e}") from e
 
+    async def prefill(self, messages: list[dict]) -> None:
+        engine = self.backend.engine
+        ids = engine.encode_chat(messages, add_generation_prompt=False)
+        stop = threading.Event()
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.backend.executor, engine.prefill, self.session, ids, stop.is_set)
+        except Exception:  # noqa: BLE001 - the next turn's generation prefills it
+            log.warning("prompt prefill failed", exc_info=True)
+        finally:
+            stop.set()
+
     async def aclose(self) -> None:
         self.session = None  # type: ignore[assignment]
 
@@ -161,6 +177,9 @@ class OpenAICompatSession:
 
     def stream(self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None) -> AsyncIterator[str]:
         return self.backend.stream(messages, temperature, max_tokens, tools)
+
+    async def prefill(self, messages: list[dict]) -> None:
+        """Nothing to do: SGLang's radix cache keeps the prefix the previous request left."""
 
     async def aclose(self) -> None:
         """Nothing to free: the server keeps no per-call state."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -61,6 +62,7 @@ class Playout:
         self.queue: deque[Segment] = deque()
         self.turns: dict[int, TurnAudio] = {}
         self.play_until = 0.0  # when the client finishes playing what was sent
+        self.hold_until = 0.0  # a lone queued segment waits until then, unless another joins it or `release`
         self._wake = asyncio.Event()
         self._current: Segment | None = None
         self._started: deque[Segment] = deque(maxlen=64)  # segments in the order they began to play
@@ -71,10 +73,25 @@ class Playout:
         """Agent audio is queued, being sent, or still playing at the client."""
         return bool(self.queue) or self._current is not None or self.play_until > time.monotonic()
 
+    def queued_s(self) -> float:
+        """Seconds of agent audio the caller has yet to hear: sent but not played, being sent, and queued."""
+        current = self._current.end - self._current.sent if self._current else 0
+        unsent = current + sum(s.end - s.sent for s in self.queue)
+        return max(self.play_until - time.monotonic(), 0.0) + unsent / self.rate
+
     def enqueue(self, turn: int, text: str, pcm: np.ndarray) -> None:
         segment = Segment(turn, text, pcm)
         self.turns.setdefault(turn, TurnAudio()).segments.append(segment)
         self.queue.append(segment)
+        self._wake.set()
+
+    def hold(self, seconds: float) -> None:
+        """Keep a lone queued segment (a reply's first clause) back up to `seconds`: a start-up jitter buffer."""
+        self.hold_until = time.monotonic() + seconds
+
+    def release(self) -> None:
+        """Nothing more is coming for now: play what is queued."""
+        self.hold_until = 0.0
         self._wake.set()
 
     def flush(self) -> None:
@@ -90,6 +107,7 @@ class Playout:
             segment.end = min(segment.end, segment.sent)
         self.queue.clear()
         self._awaiting.clear()
+        self.hold_until = 0.0
         self.play_until = time.monotonic()
 
     def confirm(self, segment: Segment) -> None:
@@ -132,10 +150,13 @@ class Playout:
     async def run(self) -> None:
         """The pacing loop; runs for the whole call."""
         while True:
-            if not self.queue:
+            held = self.hold_until - time.monotonic() if len(self.queue) == 1 else 0.0
+            if not self.queue or held > 0:
                 self._wake.clear()
-                await self._wake.wait()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), held if self.queue else None)
                 continue
+            self.hold_until = 0.0
             self._current = segment = self.queue.popleft()
             self._started.append(segment)
             try:

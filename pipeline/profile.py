@@ -43,6 +43,9 @@ class TurnSettings(_Strict):
     vad_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     interim_interval_ms: int = Field(700, ge=200, le=10000)
     first_clause_words: int = Field(1, ge=1, le=20, description="words before a comma may end a reply's first clause")
+    clause_lookahead_ms: int = Field(
+        600, ge=0, le=5000, description="queued agent audio below which a clause is cut at a word boundary; 0 = never"
+    )
 
 
 class Escalation(_Strict):

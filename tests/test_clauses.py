@@ -206,3 +206,26 @@ def test_clean_for_speech_keeps_no_markdown_symbols():
     assert not set(out) & set("*_#`[]()")
     assert "http" not in out
     assert out == "Title Bold and code and link and em"
+
+
+def hurried(text: str, low: bool = True) -> list[str]:
+    splitter = ClauseSplitter(running_low=lambda: low)
+    out = [clause for piece in tokens(text) for clause in splitter.push(piece)]
+    return out + [splitter.flush()]
+
+
+def test_running_low_cuts_a_long_clause_at_a_word_boundary():
+    assert hurried("A second checked bag costs forty dollars. Bye") == ["A second checked bag", "costs forty dollars.", "Bye"]
+    assert hurried("A second checked bag costs forty dollars. Bye", low=False) == ["A second checked bag costs forty dollars.", "Bye"]
+
+
+def test_a_hurried_cut_waits_for_the_word_to_end_and_never_trails_off_or_splits_a_number():
+    s = ClauseSplitter(running_low=lambda: True)
+    assert s.push("Drivers must be at") == [], "the fourth word may still be growing"
+    assert s.push(" least twenty two years old") == ["Drivers must be at least"], "not after 'at'"
+    assert hurried("The fee is thirty five dollars an hour") == ["The fee is thirty five dollars", "an hour"]
+    assert hurried("You pay 35 dollars an hour") == ["You pay 35 dollars", "an hour"]
+
+
+def test_punctuation_still_wins_when_running_low():
+    assert hurried("Sure, the checked bag fee today is") == ["Sure,", "the checked bag fee", "today is"]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline.audio import float_to_pcm16
+from pipeline.agent_turn import start_hold
 from pipeline.playout import Playout, Segment
 
 RATE = 16000
@@ -233,3 +234,51 @@ async def test_confirmed_playback_counts_only_segments_the_transport_confirmed()
         await playout.drain()
         assert 0.5 <= time.monotonic() - t0 <= 1.0  # gives up after confirm_timeout_s
         assert playout.heard_text(2) == ""
+
+
+@pytest.mark.asyncio
+async def test_queued_seconds_count_down_as_the_audio_plays():
+    playout = Playout(Sink(), RATE, lead_ms=LEAD_MS)
+    assert playout.queued_s() == 0.0
+    playout.enqueue(0, "one", tone(0.6))
+    playout.enqueue(0, "two", tone(0.4))
+    assert playout.queued_s() == pytest.approx(1.0)
+    async with running(playout):
+        await asyncio.sleep(0.4)
+        assert 0.45 <= playout.queued_s() <= 0.75, "about a second less what played"
+        playout.flush()
+        assert playout.queued_s() == 0.0
+
+
+@pytest.mark.parametrize(
+    ("made_s", "covered_s", "hold_s"),
+    [
+        (0.1, 0.35, 0.0),  # the machine keeps up: "Sure," plays at once
+        (0.3, 0.35, 0.25),  # the next clause would come 0.25 s after "Sure," ended
+        (0.7, 0.35, 0.8),  # never more than the cap
+        (0.5, 0.35 + 0.7, 0.0),  # a preemptive reply that waited for the endpoint is covered already
+    ],
+)
+def test_a_first_clause_is_held_only_when_the_next_would_come_late(made_s, covered_s, hold_s):
+    assert start_hold(made_s, covered_s) == pytest.approx(hold_s)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("then", ["next_clause", "release", "timeout"])
+async def test_a_held_first_clause_plays_when_the_next_arrives_when_released_or_when_the_hold_ends(then):
+    sink = Sink()
+    playout = Playout(sink, RATE, lead_ms=LEAD_MS)
+    async with running(playout):
+        t0 = time.monotonic()
+        playout.hold(0.6)
+        playout.enqueue(0, "Sure,", tone(0.3))
+        await asyncio.sleep(0.2)
+        assert not sink.frames, "held"
+        if then == "next_clause":
+            playout.enqueue(0, "a bag costs thirty dollars.", tone(0.5))
+        elif then == "release":
+            playout.release()
+        await asyncio.wait_for(playout.drain(), 3)
+        started = sink.frames[0][0] - t0
+        assert (0.2 <= started < 0.35) if then != "timeout" else (0.55 <= started < 0.8), started
+        assert playout.hold_until == 0.0

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 from phone_calls import call_ids
-from servers import probe, quick_profiles, serving
+from servers import idle, probe, quick_profiles, serving
 from twilio.request_validator import RequestValidator
 
 from bench.carrierclient import TelnyxClient, TwilioClient, VonageClient
@@ -79,6 +79,7 @@ async def test_call_socket_refuses_a_missing_or_wrong_key_before_any_model_work(
 
 @pytest.mark.asyncio
 async def test_carrier_sockets_need_the_secret(keyed):
+    await idle(keyed)  # the calls earlier tests opened are stored and over
     before = await call_ids(keyed)
     twilio = TwilioClient(keyed.ws_url, "quick")
     connected, start = twilio.opening()

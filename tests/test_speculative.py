@@ -124,3 +124,25 @@ def test_greedy_acceptance_rule():
     assert accept_drafts(logits, [1, 2], None, 0.0) == (2, 0)
     assert accept_drafts(logits, [1, 0], None, 0.0) == (1, 2)
     assert accept_drafts(logits, [2, 2], None, 0.0) == (0, 1)
+
+
+def test_prefill_warms_the_next_prompt_and_changes_nothing(engines):
+    history = [{"role": "system", "content": "You are a helpful airline agent. A bag costs 30 dollars."},
+               {"role": "assistant", "content": "Hi, this is Ava. How can I help?"}]
+    turn = history + [{"role": "user", "content": "How much is a bag?"}]
+    outputs = []
+    for engine in engines:
+        warmed = engine.new_session()
+        prefix = engine.encode_chat(history, add_generation_prompt=False)
+        assert engine.encode_chat(turn)[: len(prefix)] == prefix, "the warmed prompt is a prefix of the turn's"
+        engine.prefill(warmed, prefix)
+        assert warmed.ids == prefix
+        engine.prefill(warmed, prefix, cancelled=lambda: True)  # a cancelled prefill leaves the cache as it is
+        got, stats = run(engine, turn, session=warmed)
+        assert stats.reused_tokens == len(prefix) and got
+        outputs.append(got)
+        engine.prefill(warmed, prefix)  # the next warm-up crops the reply and the question away
+        assert warmed.ids == prefix
+    # A prefill in two pieces is not bit-identical to one in bf16, so the reference is the plain engine on the
+    # same warmed path: speculative decoding reads the drafter features the warm-up captured, and stays lossless.
+    assert outputs[0] == outputs[1]

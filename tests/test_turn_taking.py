@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 
 import httpx
 import numpy as np
 import pytest
 
+from test_faults import RecordingIO
+
 from bench.wsclient import CallClient
+from pipeline.call import Call
+from pipeline.io import HangUp, TextIn
+from pipeline.prompt import build_messages
 from pipeline.turns import endpoint_ms, looks_complete
 from pipeline.vad import SpeechDetector
 
@@ -74,3 +81,26 @@ async def test_caller_resuming_after_a_pause_gets_one_answer_to_the_whole_uttera
         after = (await http.get("/metrics")).text
     assert preemptive(after, "discarded") > preemptive(before, "discarded")
     assert preemptive(after, "used") == preemptive(before, "used") + 1
+
+
+@pytest.mark.asyncio
+async def test_the_next_prompt_is_prefilled_while_the_caller_talks(server):
+    """After the greeting and after each turn the call warms its KV cache with the next prompt's prefix, so the
+    turn itself only feeds the caller's words."""
+    state, io = server.state, RecordingIO()
+    call = Call(state.profiles["skyways"], state.stages, io, state.store, state.metrics, 16000, "test")
+    engine = state.stages.llm.engine
+    runner = asyncio.create_task(call.run())
+
+    def warmed() -> list[int]:
+        return engine.encode_chat(build_messages(call.profile, call.history), add_generation_prompt=False)
+
+    for asked in range(2):
+        await io.wait(lambda io, n=asked: len(io.finals()) > n, timeout=120)
+        await io.wait(lambda io: call.llm.session.ids == warmed(), timeout=60)
+        prefix = len(call.llm.session.ids)
+        call.push(TextIn("How much does it cost to check a bag?", time.monotonic()))
+        await io.wait(lambda io, n=asked: len(io.finals()) > n + 1, timeout=120)
+        assert call.llm.last_stats.reused_tokens == prefix, "the turn fed only its own words"
+    call.push(HangUp("caller_stop"))
+    assert await runner == "caller_stop"
