@@ -80,11 +80,17 @@ class Session:
             self.aux = aux if self.aux is None else torch.cat([self.aux, aux])
         return out.logits[0].float()
 
+    def extend(self, model: torch.nn.Module, ids: list[int], min_new: int = 0) -> tuple[torch.Tensor | None, int]:
+        """Make the cache hold exactly `ids`: keep the cached common prefix (leaving at least `min_new` tokens to
+        feed), feed the rest; (logits of the fed tokens or None when none was fed, reused tokens)."""
+        keep = min(common_prefix_len(self.ids, ids), len(ids) - min_new)
+        self.crop(keep)
+        return (self.forward(model, ids[keep:]) if keep < len(ids) else None), keep
+
     def prefill(self, model: torch.nn.Module, prompt_ids: list[int]) -> tuple[torch.Tensor, int]:
         """Reuse the cached common prefix, feed the rest; (last-position logits, reused tokens)."""
-        keep = min(common_prefix_len(self.ids, prompt_ids), len(prompt_ids) - 1)
-        self.crop(keep)
-        return self.forward(model, prompt_ids[keep:])[-1], keep
+        logits, keep = self.extend(model, prompt_ids, min_new=1)
+        return logits[-1], keep
 
 
 def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> int:
@@ -175,12 +181,8 @@ class Engine:
     def prefill(self, session: Session, prompt_ids: list[int], cancelled: Callable[[], bool] = lambda: False) -> None:
         """Bring the session's cache to exactly `prompt_ids` (the reusable prefix kept), ahead of the next turn."""
         with session.lock, torch.inference_mode():
-            if cancelled():
-                return
-            keep = common_prefix_len(session.ids, prompt_ids)
-            session.crop(keep)
-            if keep < len(prompt_ids):
-                session.forward(self.model, prompt_ids[keep:])
+            if not cancelled():
+                session.extend(self.model, prompt_ids)
 
     def generate(
         self,

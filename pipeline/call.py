@@ -361,11 +361,11 @@ class Call:
             log.exception("call %s: TTS failed for %r", self.id, clause)
             return
         ready, rate = time.monotonic(), self.stages.tts.sample_rate
-        turn.tts_ttfb_ms = ms_since(t0) if first else turn.tts_ttfb_ms
-        await self._commit(turn, unsent)
         if first:
-            self.playout.hold(start_hold(ready - started, len(audio) / rate + time.monotonic() - ready))
-        self.playout.enqueue(turn.index, clause, resample(audio, rate, self.io.output_rate))
+            turn.tts_ttfb_ms = ms_since(t0)
+        await self._commit(turn, unsent)
+        hold = start_hold(ready - started, len(audio) / rate + time.monotonic() - ready) if first else 0.0
+        self.playout.enqueue(turn.index, clause, resample(audio, rate, self.io.output_rate), hold)
 
     async def _close_turn(self, turn: Turn) -> None:
         """History gets what was heard (and the tool exchange); the client gets the final text and metrics; the turn is stored."""

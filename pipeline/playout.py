@@ -79,15 +79,15 @@ class Playout:
         unsent = current + sum(s.end - s.sent for s in self.queue)
         return max(self.play_until - time.monotonic(), 0.0) + unsent / self.rate
 
-    def enqueue(self, turn: int, text: str, pcm: np.ndarray) -> None:
+    def enqueue(self, turn: int, text: str, pcm: np.ndarray, hold_s: float = 0.0) -> None:
+        """Queue a clause; `hold_s` keeps it back while it is alone in the queue (a reply's first clause waiting
+        for the next: a start-up jitter buffer) until another joins it, `release`, or the time is up."""
+        if hold_s > 0:
+            self.hold_until = time.monotonic() + hold_s
         segment = Segment(turn, text, pcm)
         self.turns.setdefault(turn, TurnAudio()).segments.append(segment)
         self.queue.append(segment)
         self._wake.set()
-
-    def hold(self, seconds: float) -> None:
-        """Keep a lone queued segment (a reply's first clause) back up to `seconds`: a start-up jitter buffer."""
-        self.hold_until = time.monotonic() + seconds
 
     def release(self) -> None:
         """Nothing more is coming for now: play what is queued."""

@@ -270,8 +270,7 @@ async def test_a_held_first_clause_plays_when_the_next_arrives_when_released_or_
     playout = Playout(sink, RATE, lead_ms=LEAD_MS)
     async with running(playout):
         t0 = time.monotonic()
-        playout.hold(0.6)
-        playout.enqueue(0, "Sure,", tone(0.3))
+        playout.enqueue(0, "Sure,", tone(0.3), hold_s=0.6)
         await asyncio.sleep(0.2)
         assert not sink.frames, "held"
         if then == "next_clause":
