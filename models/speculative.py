@@ -59,8 +59,13 @@ def speculative_decode(
     stats: GenerationStats,
     cancelled: Callable[[], bool],
     generator: torch.Generator | None = None,
+    min_confidence: float = 0.0,
 ) -> Iterator[int]:
-    """Yield tokens after `first_token` (already sampled, not yet in the cache) until the caller stops."""
+    """Yield tokens after `first_token` (already sampled, not yet in the cache) until the caller stops.
+
+    The chain stops early (after at least one draft) once the drafter's top probability falls below
+    `min_confidence`, so an unsure drafter costs fewer verified positions; the output is unchanged.
+    """
     token, vocab = first_token, model.config.vocab_size
     while not cancelled():
         n = len(session.ids)
@@ -71,18 +76,20 @@ def speculative_decode(
         logits, hidden = drafter(drafter.embed(next_ids), session.aux[start:n][None], positions, session.draft_cache)
         drafts, probs = [], []
         for j in range(k):  # chain drafting, top-1 (or sampled when temperature > 0)
+            if j and min_confidence > 0 and torch.softmax(logits[0, -1].float(), -1).max() < min_confidence:
+                break
             q = draft_probabilities(drafter, logits[0, -1:], vocab, temperature)[0] if temperature > 0 else None
             d = int(torch.multinomial(q, 1, generator=generator)) if q is not None else int(drafter.draft_to_target(logits[0, -1].argmax()))
             drafts.append(d)
             probs.append(q)
             if j + 1 < k:
                 logits, hidden = drafter(drafter.embed(torch.tensor([[d]])), hidden[:, -1:], torch.tensor([[n + j]]), session.draft_cache)
-        target_logits = session.forward(model, [token, *drafts])  # [k+1, V]: verify all drafts at once
+        target_logits = session.forward(model, [token, *drafts])  # [len(drafts)+1, V]: verify all drafts at once
         accepted, token_next = accept_drafts(target_logits, drafts, torch.stack(probs) if temperature > 0 else None, temperature, generator)
         session.crop(n + 1 + accepted)  # roll back rejected drafts in the target...
         session.draft_cache.crop(n)  # ...and the drafter's self-fed positions
         stats.target_forwards += 1
-        stats.drafted_tokens += k
+        stats.drafted_tokens += len(drafts)
         stats.accepted_tokens += accepted
         for t in [*drafts[:accepted], token_next]:
             yield t

@@ -368,19 +368,19 @@ class Call:
         self.playout.enqueue(turn.index, clause, resample(audio, rate, self.io.output_rate), hold)
 
     async def _close_turn(self, turn: Turn) -> None:
-        """History gets what was heard (and the tool exchange); the client gets the final text and metrics; the turn is stored."""
+        """History gets what was heard (and the tool exchange); the turn is committed before the client's final text."""
         heard = self.playout.heard_text(turn.index)
         first_audio = self.playout.first_sent_at(turn.index)
         if first_audio is not None and turn.input_end is not None:
             turn.voice_to_voice_ms = round((first_audio - turn.input_end) * 1000, 1)
         self.history += turn.messages(lambda part: self.playout.heard_text(turn.index, part.first, part.last))
-        await self.io.send_event({"type": "agent_text", "text": heard, "final": True})
-        if turn.caller_text is not None:
-            await self.io.send_event({"type": "metrics", "turn": turn.index, **{f"{k}_ms": v for k, v in turn.latencies().items()}})
         try:
             await self.store.run(self.store.save_turn, turn.record(self.id, heard))
         except Exception:
             log.exception("call %s: could not store turn %d", self.id, turn.index)
+        await self.io.send_event({"type": "agent_text", "text": heard, "final": True})
+        if turn.caller_text is not None:
+            await self.io.send_event({"type": "metrics", "turn": turn.index, **{f"{k}_ms": v for k, v in turn.latencies().items()}})
         self._warm()
         self.metrics.observe_turn(turn.latencies(), turn.interrupted)
 

@@ -105,6 +105,8 @@ class EmbeddedSession:
             raise LLMError(f"embedded engine failed: {e}") from e
 
     async def prefill(self, messages: list[dict]) -> None:
+        if self.session is None:  # the call ended before its warm-up started
+            return
         engine = self.backend.engine
         ids = engine.encode_chat(messages, add_generation_prompt=False)
         stop = threading.Event()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.profile import Profile
+from pipeline.spoken import speakable
 from pipeline.tools import prompt_lines
 
 Role = Literal["user", "assistant", "tool"]
@@ -23,14 +24,14 @@ class Message:
 
 
 def system_prompt(profile: Profile) -> str:
-    """The system message for a profile: persona, facts, policies, escalation and voice style."""
+    """The system message for a profile: persona, facts and policies (numbers as spoken), escalation, voice style."""
     lines = [profile.persona.strip(), f"You work for {profile.brand}.", VOICE_STYLE]
     if profile.facts:
         lines.append("Facts you may state:")
-        lines += [f"- {fact}" for fact in profile.facts]
+        lines += [f"- {speakable(fact)}" for fact in profile.facts]
     if profile.policies:
         lines.append("Policies:")
-        lines += [f"- {policy}" for policy in profile.policies]
+        lines += [f"- {speakable(policy)}" for policy in profile.policies]
     if profile.escalation:
         lines.append(
             f"If the caller asks for a person, or you do not know the answer, offer to transfer them "

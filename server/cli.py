@@ -110,11 +110,13 @@ def bench_spec(
     drafter: Annotated[Path | None, typer.Option(help="EAGLE3 drafter folder; default: a random one")] = None,
     max_new_tokens: Annotated[int, typer.Option()] = 64,
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+    draft_tokens: Annotated[int, typer.Option(help="longest draft chain per target forward")] = 4,
+    min_confidence: Annotated[float, typer.Option(help="end a chain once the drafter's top probability drops below this")] = 0.0,
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness."""
     from bench import spec
 
-    spec.main(prompts, drafter, max_new_tokens, out)
+    spec.main(prompts, drafter, max_new_tokens, out, draft_tokens=draft_tokens, min_confidence=min_confidence)
 
 
 MULTI_VALUE_OPTIONS = ("--audio",)

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.profile import load_profiles, parse_profile
 from pipeline.prompt import VOICE_STYLE, Message, build_messages, system_prompt
+from pipeline.spoken import speakable
 
 PROFILES = load_profiles(Path(__file__).resolve().parent.parent / "profiles")
 
@@ -44,7 +45,7 @@ def test_system_prompt_of_shipped_profiles_has_everything(pid):
     assert p.brand in text
     assert p.persona.strip() in text
     for item in [*p.facts, *p.policies]:
-        assert item in text
+        assert speakable(item) in text
     assert p.escalation is not None and p.escalation.description in text
     assert VOICE_STYLE in text
 
@@ -56,13 +57,14 @@ def test_system_prompt_contents_and_order():
     assert lines[0] == BASE["persona"]
     assert "Acme Tools" in text
     assert VOICE_STYLE in lines
-    for fact in BASE["facts"]:
+    spoken = ["Shops open at nine a.m.", "Delivery costs five dollars.", "Returns are free within thirty days."]
+    for fact in spoken:
         assert f"- {fact}" in lines
     for policy in BASE["policies"]:
         assert f"- {policy}" in lines
     assert "an Acme workshop expert" in text
     # facts keep their order, and facts come before policies
-    positions = [text.index(item) for item in [*BASE["facts"], *BASE["policies"]]]
+    positions = [text.index(item) for item in [*spoken, *BASE["policies"]]]
     assert positions == sorted(positions)
 
 

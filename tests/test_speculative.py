@@ -40,6 +40,18 @@ def test_greedy_speculative_output_equals_plain_greedy(engines, question):
     assert spec_stats.drafted_tokens > 0 and plain_stats.drafted_tokens == 0
 
 
+def test_an_unsure_drafter_drafts_shorter_chains_and_stays_lossless(engines):
+    plain, spec = engines
+    unsure = Engine(plain.model, plain.tokenizer, spec.drafter, draft_tokens=4, min_draft_confidence=0.5)
+    messages = [{"role": "user", "content": PROMPTS[0]}]
+    want, _ = run(plain, messages)
+    got, stats = run(unsure, messages)
+    full, full_stats = run(spec, messages)
+    assert got == want == full
+    assert stats.drafted_tokens == stats.target_forwards - 1  # the random drafter is never sure: one draft a round
+    assert full_stats.drafted_tokens == 4 * (full_stats.target_forwards - 1)
+
+
 def test_follow_up_turn_reuses_cache_and_stays_lossless(engines):
     plain, spec = engines
     for engine in engines:

@@ -84,6 +84,14 @@ async def test_caller_resuming_after_a_pause_gets_one_answer_to_the_whole_uttera
 
 
 @pytest.mark.asyncio
+async def test_a_warm_up_after_the_call_ended_does_nothing(stages, caplog):
+    session = stages.llm.open_session()
+    await session.aclose()
+    await session.prefill([{"role": "user", "content": "Hello"}])
+    assert "prefill failed" not in caplog.text
+
+
+@pytest.mark.asyncio
 async def test_the_next_prompt_is_prefilled_while_the_caller_talks(server):
     """After the greeting and after each turn the call warms its KV cache with the next prompt's prefix, so the
     turn itself only feeds the caller's words."""

@@ -1,55 +1,17 @@
-"""Numbers as a person says them, and the normalizer that lets "$30" match "thirty dollars"."""
+"""The normalizer that lets "$30" match "thirty dollars"."""
 
 from __future__ import annotations
 
 import re
 
-UNITS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen"
-).split()
-TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+from pipeline.spoken import MONEY_SIGNS, TENS, UNITS
+
 ORDINALS = {
     "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
     "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "fifteenth": 15, "twentieth": 20, "thirtieth": 30,
 }
 SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 WORD_VALUES = {w: i for i, w in enumerate(UNITS)} | {w: 10 * i for i, w in enumerate(TENS) if w != "_"}
-
-
-def number_words(n: int) -> str:
-    """12 -> "twelve", 125 -> "one hundred twenty five", 2500 -> "two thousand five hundred"."""
-    if n < 0:
-        return "minus " + number_words(-n)
-    if n < 20:
-        return UNITS[n]
-    if n < 100:
-        return TENS[n // 10] + ("" if n % 10 == 0 else " " + UNITS[n % 10])
-    for scale, size in (("million", 1_000_000), ("thousand", 1000), ("hundred", 100)):
-        if n >= size:
-            head, rest = divmod(n, size)
-            return f"{number_words(head)} {scale}" + ("" if rest == 0 else " " + number_words(rest))
-    raise AssertionError(n)
-
-
-def say_money(amount: float, unit: str = "dollars") -> str:
-    """30 -> "thirty dollars", 4.99 -> "four dollars ninety nine", 1 -> "one dollar"."""
-    whole, cents = divmod(round(amount * 100), 100)
-    name = unit[:-1] if whole == 1 and unit.endswith("s") else unit
-    return f"{number_words(whole)} {name}" + (f" {number_words(cents)}" if cents else "")
-
-
-def say_time(hour: int, minute: int = 0) -> str:
-    """(9, 0) -> "nine a.m.", (13, 30) -> "one thirty p.m.", (12, 0) -> "twelve p.m."."""
-    suffix = "a.m." if hour % 24 < 12 else "p.m."
-    h12 = hour % 12 or 12
-    mins = "" if minute == 0 else " " + (f"oh {UNITS[minute]}" if minute < 10 else number_words(minute))
-    return f"{number_words(h12)}{mins} {suffix}"
-
-
-def say_digits(code: str) -> str:
-    """Read a code out character by character: "K7Q2" -> "K 7 Q 2" (spaces keep TTS from reading it as a word)."""
-    return " ".join(code.replace("-", "").replace(" ", ""))
 
 
 def _parse_number(tokens: list[str], i: int) -> tuple[int, int]:
@@ -117,7 +79,6 @@ def _join_codes(tokens: list[str]) -> list[str]:
     return out
 
 
-MONEY_SIGNS = {"$": "dollars", "€": "euros", "£": "pounds"}
 _SUBSTITUTIONS = [
     (r"(\d),(\d{3})", r"\1\2"),  # 1,200 -> 1200
     (r"(?<=\d)-(?=[a-z0-9])|(?<=[a-z0-9])-(?=\d)", ""),  # HX-48213, 1-800-555-0199

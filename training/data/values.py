@@ -8,7 +8,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from training.textnorm import number_words, say_digits, say_money, say_time
+from pipeline.spoken import number_words, say_digits, say_money, say_phone, say_time
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,7 @@ def phone() -> ValueGen:
     def gen(rng: random.Random) -> Value:
         area, line = rng.choice(["800", "888", "877", "866"]), f"{rng.randrange(10000):04d}"
         written = f"1-{area}-555-{line}"
-        groups = ["one", " ".join(number_words(int(d)) for d in area), "five five five"]
-        spoken = ", ".join(groups + [" ".join(number_words(int(d)) for d in line)])
-        return Value(written, spoken, (written,))
+        return Value(written, say_phone(written), (written,))
 
     return gen
 
