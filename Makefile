@@ -40,7 +40,8 @@ test: setup
 # Brand-agent tuning (README "Training"): data -> SFT -> GRPO -> held-out evals (plain and tool scenarios) -> the
 # EAGLE3 drafter for the result, at a small CPU scale (step times in README "make train and step times"). Every
 # training step resumes where a stopped run left off. TRAIN_ARGS goes to SFT and RL, e.g. TRAIN_ARGS="--device cuda".
-# `talkline train ship --adapter $(TRAIN_DIR)/rl/adapter ...` makes the result the default tuned model.
+# `talkline train ship --adapter $(TRAIN_DIR)/rl/adapter ...` makes the result the default tuned model, and
+# `talkline train ship --drafter $(DRAFTER_DIR)/domain ...` the default drafter (speculative decoding on).
 TRAIN_DIR  ?= runs
 SFT_STEPS  ?= 250
 SFT_BATCH  ?= 8

@@ -22,6 +22,11 @@ MODEL_HELP = "embedded LLM: tuned (SmolLM2 + the committed adapter; base until o
 
 SPEC_HELP = "speculative decoding (lossless) with --drafter or the committed drafter, models/drafters/talkline, if any"
 DRAFTER_HELP = "EAGLE3 drafter folder (SGLang format); default: models/drafters/talkline when one is committed"
+DraftTokens = Annotated[int | None, typer.Option(help="longest draft chain per target forward [TALKLINE_DRAFT_TOKENS, 4]")]
+MinDraftConfidence = Annotated[float | None, typer.Option(
+    help="after its first draft, a chain ends once the drafter's top probability drops below this "
+    "[TALKLINE_MIN_DRAFT_CONFIDENCE, 0.6]"
+)]
 
 
 def pick_drafter(spec: bool, drafter: Path | None) -> Path | None:
@@ -47,6 +52,8 @@ def serve(
     model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
     spec: Annotated[bool, typer.Option("--spec/--no-spec", envvar="TALKLINE_SPEC", help=SPEC_HELP)] = True,
     drafter: Annotated[Path | None, typer.Option(envvar="TALKLINE_DRAFTER", help=DRAFTER_HELP)] = None,
+    draft_tokens: DraftTokens = None,
+    min_draft_confidence: MinDraftConfidence = None,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Run the voice server on HOST:PORT; a flag overrides its TALKLINE_* variable, which Settings reads."""
@@ -58,7 +65,7 @@ def serve(
 
     _logging(log_level)
     flags = {"host": host, "port": port, "profiles_dir": profiles, "db_url": db, "llm": llm, "llm_url": llm_url,
-             "llm_timeout": llm_timeout}
+             "llm_timeout": llm_timeout, "draft_tokens": draft_tokens, "min_draft_confidence": min_draft_confidence}
     settings = Settings(**{k: v for k, v in flags.items() if v is not None})
     if settings.llm == "embedded":
         settings.model_path, settings.drafter = llm_dir(model), pick_drafter(spec, drafter)
@@ -72,6 +79,8 @@ def engine_command(
     drafter: Annotated[Path | None, typer.Option(envvar="TALKLINE_DRAFTER", help=DRAFTER_HELP)] = None,
     spec: Annotated[bool, typer.Option("--spec/--no-spec", envvar="TALKLINE_SPEC", help=SPEC_HELP)] = True,
     model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
+    draft_tokens: DraftTokens = None,
+    min_draft_confidence: MinDraftConfidence = None,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Serve the embedded LLM engine as an OpenAI-compatible API (/v1/chat/completions) on HOST:PORT."""
@@ -80,10 +89,15 @@ def engine_command(
     from models.assets import llm_dir
     from models.engine import Engine
     from server.openai_api import create_engine_app
+    from server.settings import Settings
 
     _logging(log_level)
-    drafter = pick_drafter(spec, drafter)
-    uvicorn.run(create_engine_app(Engine.load(llm_dir(model), drafter=drafter), drafter), host=host, port=port, log_level=log_level)
+    drafter, defaults = pick_drafter(spec, drafter), Settings()
+    engine = Engine.load(
+        llm_dir(model), drafter=drafter, draft_tokens=draft_tokens or defaults.draft_tokens,
+        min_draft_confidence=defaults.min_draft_confidence if min_draft_confidence is None else min_draft_confidence,
+    )
+    uvicorn.run(create_engine_app(engine, drafter), host=host, port=port, log_level=log_level)
 
 
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)

@@ -43,6 +43,8 @@ class Settings:
     llm_timeout: float = field(default_factory=lambda: float(_env("LLM_TIMEOUT", "10")))
     model_path: Path | None = None
     drafter: Path | None = None  # EAGLE3 drafter of the embedded engine; None: plain greedy decoding
+    draft_tokens: int = field(default_factory=lambda: int(_env("DRAFT_TOKENS", "4")))  # longest draft chain
+    min_draft_confidence: float = field(default_factory=lambda: float(_env("MIN_DRAFT_CONFIDENCE", "0.6")))
     threads: ThreadBudget = ThreadBudget()
     asr_window_s: float = field(default_factory=lambda: float(_env("ASR_WINDOW_S", "10")))  # 30: Whisper's own padding
     warmup: bool = True

@@ -93,19 +93,24 @@ def test_stream_chunks_and_spec_details(engine_url, reference):
     assert len(content) > 3 and all(c["choices"][0]["finish_reason"] is None for c in content)
     assert final["choices"][0]["finish_reason"] in ("stop", "length") and final["choices"][0]["delta"] == {}
     details = final["sglext"]["spec_tokens_details"]
-    assert details["spec_verify_ct"] == stats.target_forwards and details["spec_accept_length"] >= 0
+    # `talkline engine` drafts with the committed drafter by default; `reference` decodes plainly, token for token alike
+    assert 0 < details["spec_verify_ct"] < stats.target_forwards and details["spec_accept_length"] > 1
     assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == stats.new_tokens
 
     whole = chat(engine_url, temperature=0, max_tokens=MAX_TOKENS, return_spec_tokens_details=True).json()
     assert whole["choices"][0]["message"]["content"] == text
-    assert whole["sglext"]["spec_tokens_details"]["spec_verify_ct"] == stats.target_forwards
+    assert whole["sglext"]["spec_tokens_details"]["spec_verify_ct"] == details["spec_verify_ct"]
 
 
 def test_stop_string_cuts_the_answer(engine_url):
     count = [{"role": "user", "content": "Count from 1 to 10, separated by commas."}]
-    body = chat(engine_url, messages=count, temperature=0, max_tokens=60, stop=[", 4"]).json()
-    assert body["choices"][0]["message"]["content"] == "1, 2, 3"
-    assert body["choices"][0]["finish_reason"] == "stop" and body["usage"]["completion_tokens"] < 20
+    whole = chat(engine_url, messages=count, temperature=0, max_tokens=60).json()
+    full = whole["choices"][0]["message"]["content"]
+    four = full.index("4")  # the stop string straddles the token before "4", whatever the model's format
+    body = chat(engine_url, messages=count, temperature=0, max_tokens=60, stop=[full[four - 1:four + 1]]).json()
+    assert body["choices"][0]["message"]["content"] == full[:four - 1]
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"]["completion_tokens"] < whole["usage"]["completion_tokens"]
 
 
 def test_stop_matcher_holds_back_partial_matches():

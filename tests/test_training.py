@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from training.checks import has_markdown, run_checks
+from training.data.brands import TRAIN_ONLY_SECTORS
 from training.data.generate import SCENARIOS_PATH, TOOL_SCENARIOS_PATH, DataConfig, generate
 from training.rewards import action, brevity, escalation, fact, no_markdown, persona
 from training.textnorm import contains, normalize
@@ -60,6 +61,7 @@ def test_splits_hold_out_brands_and_sectors(tiny_data):
     train_sectors = {r["meta"]["sector"] for r in train}
     assert not train_brands & set(manifest["heldout_brands"])
     assert not train_sectors & set(manifest["heldout_sectors"])
+    assert set(TRAIN_ONLY_SECTORS) <= train_sectors
     for s in rows(tiny_data / "scenarios_heldout.jsonl") + rows(tiny_data / "heldout.jsonl"):
         brand = s["profile"]["brand"] if "profile" in s else s["meta"]["brand"]
         assert brand not in train_brands
@@ -111,6 +113,14 @@ def test_tool_conversations_call_declared_tools_with_the_callers_code(tiny_data)
     assert seen == {"lookup", "transfer", "end"}
     kinds = {r["meta"]["kind"] for r in rows(tiny_data / "scenarios_tools_heldout.jsonl")}
     assert kinds == {"tool_call", "tool_result", "transfer", "end_call", "no_call"}
+
+
+def test_brands_with_tools_transfer_when_asked_without_offering_first(tiny_data):
+    asked = [r for r in rows(tiny_data / "train.jsonl") if r["meta"]["kind"] == "human" and "action" in r["meta"]["checks"]]
+    assert asked
+    for r in asked:
+        assert r["meta"]["intent"] == "human_request", r["messages"][-3:]
+        assert r["messages"][-1]["content"].endswith('<tool_call>{"name": "transfer_to_human", "arguments": {}}</tool_call>')
 
 
 def test_action_checks_read_the_tool_call():
@@ -254,6 +264,26 @@ def test_ship_copies_the_adapter_with_its_record(tmp_path):
     assert record["stages"] == ["sft"] and record["runs"]["sft"]["config"]["config"]["max_steps"] == 3
     assert record["runs"]["sft"]["final_metrics"]["last_logged"]["loss"] == 0.5
     assert record["eval"]["eval_sft"] == {"pass_rate": 0.9, "per_check": {}}
+
+
+def test_ship_drafter_copies_the_checkpoint_and_benchmark_figures(tmp_path):
+    from training.ship import ship_drafter
+
+    drafter, run, out = tmp_path / "domain", tmp_path / "domain-run", tmp_path / "drafters" / "talkline"
+    drafter.mkdir()
+    run.mkdir()
+    (drafter / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    (drafter / "model.safetensors").write_bytes(b"drafter")
+    (run / "config.json").write_text(json.dumps({"stage": "domain", "steps": 7}))
+    (run / "metrics.jsonl").write_text('{"step": 7, "loss": 1.5}\n')
+    bench = tmp_path / "spec.json"
+    bench.write_text(json.dumps({"speedup": 1.1, "mean_accept_len": 1.8, "prompts": [{"identical": True}],
+                                 "sweep": {"2": {"speedup": 1.2, "prompts": []}}}))
+    ship_drafter(drafter, [run], [bench], "make train-drafter", out)
+    assert (out / "model.safetensors").read_bytes() == b"drafter" and (out / "config.json").is_file()
+    record = json.loads((out / "run.json").read_text())
+    assert record["runs"]["domain-run"]["config"]["steps"] == 7
+    assert record["eval"]["spec"] == {"speedup": 1.1, "mean_accept_len": 1.8, "sweep": {"2": {"speedup": 1.2}}}
 
 
 def test_curriculum_review_phase_mixes_every_stage(tiny_data):

@@ -17,7 +17,7 @@ Resume = Annotated[bool, typer.Option("--resume", help="continue from the newest
 def train_data(
     out: Annotated[Path, typer.Option(help="folder for train/heldout/general JSONL and manifest.json")] = Path("runs/data"),
     seed: Annotated[int, typer.Option()] = 1234,
-    conversations: Annotated[int, typer.Option(help="training conversations")] = 6000,
+    conversations: Annotated[int, typer.Option(help="training conversations")] = 9000,
     scenarios: Annotated[Path, typer.Option(help="where the held-out eval scenarios go")] = Path("training/scenarios_heldout.jsonl"),
     tool_scenarios: Annotated[Path, typer.Option(help="where the held-out tool scenarios go")] = Path(
         "training/scenarios_tools_heldout.jsonl"
@@ -91,15 +91,20 @@ def train_rl(
 
 @train_app.command("ship")
 def train_ship(
-    adapter: Annotated[Path, typer.Option(help="the adapter folder to ship (an SFT or RL run's adapter)")],
     run: Annotated[list[Path], typer.Option(help="run folders that made it, in order (config.json, metrics.jsonl)")],
-    eval_report: Annotated[list[Path], typer.Option("--eval", help="`talkline eval` JSON reports of this adapter")] = [],  # noqa: B006
+    adapter: Annotated[Path | None, typer.Option(help="an adapter folder (an SFT or RL run's adapter) to ship")] = None,
+    drafter: Annotated[Path | None, typer.Option(help="an EAGLE3 drafter folder to ship")] = None,
+    eval_report: Annotated[list[Path], typer.Option("--eval", help="`talkline eval` or `talkline bench` JSON reports of it")] = [],  # noqa: B006
     reproduce: Annotated[str, typer.Option(help="the commands that reproduce it")] = "make train",
 ) -> None:
-    """Copy an adapter into models/adapters/talkline (the tuned default) with run.json: configs, metrics, evals."""
-    from training.ship import ship
+    """Copy an adapter into models/adapters/talkline (the tuned default), or a drafter into models/drafters/talkline
+    (speculative decoding's default), with run.json: configs, metrics, evals."""
+    from training.ship import ship, ship_drafter
 
-    typer.echo(f"shipped: {ship(adapter, run, eval_report, reproduce)}")
+    if (adapter is None) == (drafter is None):
+        raise typer.BadParameter("give exactly one of --adapter and --drafter")
+    shipped = ship(adapter, run, eval_report, reproduce) if adapter else ship_drafter(drafter, run, eval_report, reproduce)
+    typer.echo(f"shipped: {shipped}")
 
 
 def eval_command(

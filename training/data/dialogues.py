@@ -167,13 +167,14 @@ def out_of_knowledge(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
     return Dialogue(history, name, "out_of_knowledge", tone, include_any=DONT_KNOW)
 
 
-def human(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
-    """The caller asks for a person: transfer to the profile's escalation target, or say it is not possible."""
+def human(rng: random.Random, brand: Brand, tone: str, offer_share: float = 0.3) -> Dialogue:
+    """The caller asks for a person: transfer to the profile's escalation target (offering first in
+    `offer_share` of dialogues), or say it is not possible."""
     history = _start(brand) + [Message("user", caller_plain(rng, tone, rng.choice(g.HUMAN_ASKS)))]
     if not brand.team:
         history.append(Message("assistant", rng.choice(g.NO_TRANSFER).format(brand=brand.name)))
         return Dialogue(history, "human_request", "human", tone, include_any=CANT_TRANSFER)
-    if rng.random() < 0.3:
+    if rng.random() < offer_share:
         history += [
             Message("assistant", rng.choice(g.TRANSFER_OFFER).format(team=brand.team)),
             Message("user", rng.choice(g.CONFIRMS)),

@@ -6,10 +6,11 @@ import json
 import random
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from pipeline.prompt import build_messages
-from training.data.brands import SECTORS, Brand, brand_names, make_brand
+from training.data.brands import SECTORS, TRAIN_ONLY_SECTORS, Brand, brand_names, make_brand
 from training.data.callers import TONES
 from training.data import tooluse
 from training.data.dialogues import (
@@ -29,7 +30,8 @@ class DataConfig:
     brands_per_sector: int = 30
     heldout_sectors: tuple[str, ...] = ("car rental", "fitness club")
     heldout_brand_fraction: float = 0.2  # of the other sectors' brands
-    train_conversations: int = 6000
+    train_only_sectors: tuple[str, ...] = TRAIN_ONLY_SECTORS  # every brand trains; () leaves them out
+    train_conversations: int = 9000
     heldout_conversations: int = 400
     scenarios: int = 200
     tool_scenarios: int = 150
@@ -39,16 +41,24 @@ class DataConfig:
 
 
 def make_brands(cfg: DataConfig) -> dict[str, list[Brand]]:
-    """Brands per split: held-out sectors entirely, plus a fraction of every other sector's brands."""
+    """Brands per split: held-out sectors entirely, plus a fraction of every other sector's brands.
+
+    Train-only sectors come last and draw from their own random streams, so adding one leaves the held-out
+    brands, conversations and scenario files exactly as they were."""
     rng = random.Random(f"brands-{cfg.seed}")
     splits: dict[str, list[Brand]] = {"train": [], "heldout": []}
-    for name in sorted(SECTORS):
-        sector = SECTORS[name]
-        names = rng.sample(brand_names(sector), cfg.brands_per_sector)
-        n_heldout = cfg.brands_per_sector if name in cfg.heldout_sectors else round(cfg.brands_per_sector * cfg.heldout_brand_fraction)
-        for i, brand in enumerate(names):
+
+    def add(sector_name: str, names_rng: random.Random, n_heldout: int) -> None:
+        sector = SECTORS[sector_name]
+        for i, brand in enumerate(names_rng.sample(brand_names(sector), cfg.brands_per_sector)):
             split = "heldout" if i < n_heldout else "train"
             splits[split].append(make_brand(random.Random(f"{cfg.seed}-{brand}"), sector, brand, split))
+
+    for name in sorted(set(SECTORS) - set(TRAIN_ONLY_SECTORS)):
+        all_out = name in cfg.heldout_sectors
+        add(name, rng, cfg.brands_per_sector if all_out else round(cfg.brands_per_sector * cfg.heldout_brand_fraction))
+    for name in cfg.train_only_sectors:
+        add(name, random.Random(f"brands-{cfg.seed}-{name}"), 0)
     return splits
 
 
@@ -72,7 +82,10 @@ def conversation(rng: random.Random, brand: Brand, kind: str, tone: str) -> dict
     """One chat-format training record: system prompt via build_messages, then the dialogue."""
     if kind == "slot" and brand.profile.tools:
         kind = "tool"  # a brand that can look records up does
-    dialogue = with_actions(BUILDERS[kind](rng, brand, tone), brand)
+    build = BUILDERS[kind]
+    if kind == "human" and brand.profile.tools:
+        build = partial(human, offer_share=0.0)  # a brand that can transfer does, when asked, without offering first
+    dialogue = with_actions(build(rng, brand, tone), brand)
     return _record(brand, dialogue, _rivals(rng, brand))
 
 
