@@ -36,6 +36,13 @@ def pick_drafter(spec: bool, drafter: Path | None) -> Path | None:
     return (drafter or default_drafter_dir()) if spec else None
 
 
+def _settings(**flags: object):
+    """Settings from TALKLINE_* variables, with the flags that were given (not None) on top."""
+    from server.settings import Settings
+
+    return Settings(**{k: v for k, v in flags.items() if v is not None})
+
+
 def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -61,12 +68,12 @@ def serve(
 
     from models.assets import llm_dir
     from server.app import create_app
-    from server.settings import Settings
 
     _logging(log_level)
-    flags = {"host": host, "port": port, "profiles_dir": profiles, "db_url": db, "llm": llm, "llm_url": llm_url,
-             "llm_timeout": llm_timeout, "draft_tokens": draft_tokens, "min_draft_confidence": min_draft_confidence}
-    settings = Settings(**{k: v for k, v in flags.items() if v is not None})
+    settings = _settings(
+        host=host, port=port, profiles_dir=profiles, db_url=db, llm=llm, llm_url=llm_url, llm_timeout=llm_timeout,
+        draft_tokens=draft_tokens, min_draft_confidence=min_draft_confidence,
+    )
     if settings.llm == "embedded":
         settings.model_path, settings.drafter = llm_dir(model), pick_drafter(spec, drafter)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level, ws_max_size=1 << 20)
@@ -89,13 +96,11 @@ def engine_command(
     from models.assets import llm_dir
     from models.engine import Engine
     from server.openai_api import create_engine_app
-    from server.settings import Settings
 
     _logging(log_level)
-    drafter, defaults = pick_drafter(spec, drafter), Settings()
+    drafter, chain = pick_drafter(spec, drafter), _settings(draft_tokens=draft_tokens, min_draft_confidence=min_draft_confidence)
     engine = Engine.load(
-        llm_dir(model), drafter=drafter, draft_tokens=draft_tokens or defaults.draft_tokens,
-        min_draft_confidence=defaults.min_draft_confidence if min_draft_confidence is None else min_draft_confidence,
+        llm_dir(model), drafter=drafter, draft_tokens=chain.draft_tokens, min_draft_confidence=chain.min_draft_confidence,
     )
     uvicorn.run(create_engine_app(engine, drafter), host=host, port=port, log_level=log_level)
 
