@@ -84,7 +84,7 @@ class SpeechDetector:
         return self.speaking and self.silence > 0
 
     def set_endpoint_ms(self, ms: int) -> None:
-        """Silence that ends the current turn; back to the default when the next turn starts."""
+        """Silence that ends the current pause; back to the default when the caller speaks again."""
         self.endpoint_samples = ms * RATE // 1000
 
     def feed(self, samples: np.ndarray, now: float) -> list[SpeechEvent]:
@@ -119,7 +119,10 @@ class SpeechDetector:
         if voiced:
             resumed = self.silence > 0
             self.last_voiced, self.last_voiced_time, self.silence = end, now, 0
-            return SpeechEvent("resume", end, now) if resumed else None
+            if not resumed:
+                return None
+            self.set_endpoint_ms(self.default_endpoint_ms)  # a shortened endpoint was for the words before the pause
+            return SpeechEvent("resume", end, now)
         self.silence += CHUNK
         if self.silence >= self.endpoint_samples:
             self.speaking, self.voiced_run = False, 0

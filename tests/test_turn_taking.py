@@ -57,6 +57,21 @@ def test_detector_reports_start_pause_resume_end(stages, speech):
     assert "resume" in events and events.count("start") == 1 and events.count("end") == 1
 
 
+def test_a_shortened_endpoint_lasts_only_for_its_pause(stages, speech):
+    """A pause's transcript may look complete ("Wait, sorry."); once the caller goes on, the default holds again."""
+    detector = SpeechDetector(stages.vad, threshold=0.5, endpoint_silence_ms=700)
+    silence = lambda ms: np.zeros(16 * ms, np.float32)  # noqa: E731
+    audio = np.concatenate([silence(500), speech("Wait, sorry"), silence(200), speech("I have a question"),
+                            silence(450), speech("about my flight"), silence(1200)])
+    kinds = []
+    for i in range(0, len(audio), 320):
+        for event in detector.feed(audio[i : i + 320], now=i / 16000):
+            kinds.append(event.kind)
+            if event.kind == "pause" and kinds.count("pause") == 1:
+                detector.set_endpoint_ms(350)  # the first pause's words read as a finished sentence
+    assert kinds.count("start") == 1 and kinds.count("end") == 1 and kinds[-1] == "end", kinds
+
+
 def preemptive(metrics: str, outcome: str) -> float:
     m = re.search(rf'talkline_preemptive_replies_total{{outcome="{outcome}"}} ([0-9.]+)', metrics)
     return float(m.group(1)) if m else 0.0

@@ -70,7 +70,7 @@ async def test_call_with_marks_barge_in_dtmf_and_stop(server, speech):
     row = await ended_call(server, before, "twilio", "skyways")
     assert row.end_reason == "caller_stop"
     turns = await server.state.store.run(server.state.store.turns, row.id)
-    assert [t.index for t in turns] == [0, 1, 2, 3]
+    assert [t.index for t in turns] == [0, 1, 2, 3], [(t.caller_text, t.agent_text, t.interrupted) for t in turns]
     assert turns[0].agent_text == GREETING and not turns[0].interrupted
     assert "tell me" in turns[1].caller_text.lower() and turns[1].interrupted  # whisper tiny on 8 kHz: wording varies
     # heard = the clauses whose marks were echoed before the clear (one fewer if an echo crossed the clear on the wire)
