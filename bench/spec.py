@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import statistics
 import time
 from dataclasses import dataclass
@@ -53,6 +54,11 @@ def load_prompts(path: Path, profiles_dir: Path = DEFAULT_PROFILES) -> list[tupl
     return prompts
 
 
+def sample_prompts(prompts: list, limit: int | None) -> list:
+    """A seeded sample of `limit` prompts (all of them without a limit)."""
+    return prompts if limit is None or limit >= len(prompts) else random.Random(0).sample(prompts, limit)
+
+
 def median_ms(values: list[float]) -> float:
     return round(statistics.median(values) * 1000, 1) if values else 0.0
 
@@ -99,9 +105,11 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int) -> dict:
 
 def main(
     prompts_file: Path, drafter: Path | None, max_new_tokens: int, out: Path | None, threads: int = 1,
-    draft_tokens: int = 4, min_confidence: float = 0.0,
+    draft_tokens: int = 4, min_confidence: float = 0.0, limit: int | None = None,
 ) -> dict:
+    """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them); print and return the report."""
     torch.set_num_threads(threads)
+    prompts = sample_prompts(load_prompts(prompts_file), limit)
     plain = Engine.load()
     draft = None if drafter else random_drafter(plain.model.config, 8192, seed=0)
     spec = (
@@ -109,8 +117,9 @@ def main(
         if drafter else Engine(plain.model, plain.tokenizer, draft, draft_tokens, min_confidence)
     )
     report = {"drafter": str(drafter) if drafter else "random (untrained, seed 0)", "threads": threads,
+              "prompts_file": str(prompts_file),
               "min_confidence": min_confidence,
-              **compare(plain, spec, load_prompts(prompts_file), max_new_tokens)}
+              **compare(plain, spec, prompts, max_new_tokens)}
     print(f"drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
     for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "ttft_ms", "followup_ttft_ms"):
         print(f"  {key:<18} {report[key]}")

@@ -131,11 +131,12 @@ def bench_spec(
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
     draft_tokens: Annotated[int, typer.Option(help="longest draft chain per target forward")] = 4,
     min_confidence: Annotated[float, typer.Option(help="end a chain once the drafter's top probability drops below this")] = 0.0,
+    limit: Annotated[int | None, typer.Option(help="a seeded sample of this many prompts")] = None,
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness."""
     from bench import spec
 
-    spec.main(prompts, drafter, max_new_tokens, out, draft_tokens=draft_tokens, min_confidence=min_confidence)
+    spec.main(prompts, drafter, max_new_tokens, out, draft_tokens=draft_tokens, min_confidence=min_confidence, limit=limit)
 
 
 MULTI_VALUE_OPTIONS = ("--audio",)

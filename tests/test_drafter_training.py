@@ -8,18 +8,20 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from typer.testing import CliRunner
 
+from models import assets
 from models.eagle3 import DrafterCache, load_drafter, random_drafter
 from models.engine import Engine, GenerationStats
 from server.cli import app
-from training.drafter.conversations import load_dialogs, prompts_of
+from training.drafter.conversations import DialogSample, load_dialog_samples, load_dialogs, prompts_of
 from training.drafter.features import Batch, target_features
 from training.drafter.prompts import broad_prompts
 from training.drafter.regenerate import Sample
-from training.drafter.train import DrafterTrainConfig, train
-from training.drafter.ttt import step_targets, ttt_attention_mask, ttt_loss, unroll
+from training.drafter.target import stop_ids
+from training.drafter.train import DrafterTrainConfig, load_samples, train
+from training.drafter.ttt import draft_head, step_targets, ttt_attention_mask, ttt_loss, unroll, unroll_hidden
 from training.drafter.vocab import draft_vocab, reply_token_counts, target_to_draft
 
 torch.set_num_threads(1)
@@ -58,6 +60,10 @@ def test_ttt_unroll_matches_drafting_with_the_inference_cache():
             for i in range(1, steps):
                 logits, hidden = drafter(drafter.embed(ids[:, t + 1 + i : t + 2 + i]), hidden[:, -1:], pos[:, t : t + 1] + i, cache)
                 torch.testing.assert_close(logits[0, -1], ttt[i][0, t], atol=1e-5, rtol=1e-5)
+        batch.loss_mask[0, :5] = False  # the head runs on reply rows only and gives the same loss
+        hidden = unroll_hidden(drafter, batch, steps)
+        lazy, full = ttt_loss(hidden, batch, head=draft_head(drafter)), ttt_loss(ttt, batch)
+        assert float(lazy.loss) == pytest.approx(float(full.loss), rel=1e-5) and lazy.step_accuracy == full.step_accuracy
     mask = ttt_attention_mask(3, 2)
     assert mask.int().tolist() == [[1, 0, 0, 1, 0, 0, 1, 0, 0], [1, 1, 0, 0, 1, 0, 0, 1, 0], [1, 1, 1, 0, 0, 1, 0, 0, 1]]
 
@@ -106,6 +112,34 @@ def test_target_features_cut_windows_and_pad_on_the_right():
     argmax = alone.logits[0].argmax(-1)
     assert batch.target_draft_ids[1, :5].tolist() == [int(a) // 2 if a % 2 == 0 else -1 for a in argmax]
     assert batch.target_draft_ids[1, 5] == -1
+
+
+def test_target_features_mask_every_reply_of_a_written_dialog():
+    config = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
+                         intermediate_size=64, vocab_size=100, max_position_embeddings=64)
+    dialog = DialogSample([1, 2, 3, 4, 5, 6, 7], [False, True, True, False, False, True, False])
+    batch = target_features(LlamaForCausalLM(config).eval(), [dialog, Sample([8, 9], [10])], [0, 1, 2], torch.ones(100, dtype=torch.bool), 8)
+    assert batch.loss_mask.int().tolist() == [[0, 1, 1, 0, 0, 1, 0], [0, 0, 1, 0, 0, 0, 0]]
+    assert dialog.reply_ids == [2, 3, 6]
+
+
+def test_dialog_samples_mark_each_answering_reply_through_its_stop_token(tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(assets.llm_dir("base"))
+    chat = [{"role": "system", "content": "You are Ava."}, {"role": "assistant", "content": "Hello, Ava here."},
+            {"role": "user", "content": "Is delivery free?"}, {"role": "assistant", "content": "Yes, over forty dollars."},
+            {"role": "user", "content": "And returns?"}, {"role": "assistant", "content": "Returns are free for thirty days."}]
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(json.dumps({"messages": c}) for c in (chat, chat[:2])) + "\n")
+    [sample] = load_dialog_samples(path, tokenizer, set(stop_ids(tokenizer)))  # a greeting alone answers no one
+    encode = lambda c, prompt: tokenizer.apply_chat_template(c, add_generation_prompt=prompt, tokenize=True, return_dict=True)["input_ids"]  # noqa: E731
+    assert sample.ids == list(encode(chat, False))
+    assert tokenizer.decode(sample.reply_ids) == "Yes, over forty dollars.<|im_end|>Returns are free for thirty days.<|im_end|>"
+    first = len(encode(chat[:3], True))  # the engine's prompt for the first answer ends where its reply's loss starts
+    assert sample.reply_mask[first] and not any(sample.reply_mask[:first])
+    cfg = DrafterTrainConfig(stage="domain", replies="dialogs", dialogs=path, num_prompts=5)
+    assert load_samples(cfg, None, tokenizer) == [sample]
+    with pytest.raises(ValueError, match="--stage domain"):
+        load_samples(DrafterTrainConfig(stage="broad", replies="dialogs"), None, tokenizer)
 
 
 def test_draft_vocab_counts_reply_tokens_only():
@@ -203,10 +237,11 @@ def test_cli_builds_the_config(monkeypatch, tmp_path):
     seen = []
     monkeypatch.setattr("training.drafter.train.train", lambda cfg: seen.append(cfg) or cfg.out)
     args = ["train", "drafter", "--stage", "domain", "--init", str(tmp_path / "generic"), "--out", str(tmp_path / "domain"),
-            "--steps", "5", "--ttt-steps", "3", "--draft-vocab", "2048", "--lr", "1e-4", "--device", "cpu", "--resume"]
+            "--steps", "5", "--ttt-steps", "3", "--draft-vocab", "2048", "--lr", "1e-4", "--device", "cpu", "--resume",
+            "--replies", "dialogs"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     cfg = seen[0]
-    assert (cfg.stage, cfg.init, cfg.steps, cfg.ttt_steps, cfg.draft_vocab, cfg.lr, cfg.resume) == (
-        "domain", tmp_path / "generic", 5, 3, 2048, 1e-4, True)
+    assert (cfg.stage, cfg.init, cfg.steps, cfg.ttt_steps, cfg.draft_vocab, cfg.lr, cfg.resume, cfg.replies) == (
+        "domain", tmp_path / "generic", 5, 3, 2048, 1e-4, True, "dialogs")
     assert cfg.resolved_run_dir() == tmp_path / "domain-run"

@@ -209,3 +209,16 @@ def test_the_committed_drafter_is_lossless_and_drafts_for_the_tuned_model(stages
         totals.new_tokens += stats.new_tokens - 1
         totals.target_forwards += stats.target_forwards - 1
     assert totals.new_tokens / totals.target_forwards > 1.4  # a random drafter: ~1.0; measured 1.77 on 12 prompts
+
+
+
+def test_bench_spec_takes_a_seeded_sample_of_the_prompts():
+    from pathlib import Path
+
+    from bench.spec import load_prompts, sample_prompts
+
+    prompts = load_prompts(Path("training/scenarios_heldout.jsonl"))
+    picked = sample_prompts(prompts, 5)
+    assert len(picked) == 5 and picked == sample_prompts(prompts, 5) and picked != prompts[:5]
+    assert len({p.id for p, _ in picked}) > 1  # across the file, not its first brand
+    assert sample_prompts(prompts, None) == prompts == sample_prompts(prompts, 10_000)

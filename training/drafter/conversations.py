@@ -1,14 +1,19 @@
-"""Domain dialogs for drafter stage 2: JSONL of chat messages -> prompts that end where the agent speaks."""
+"""Domain dialogs for drafter stage 2: JSONL of chat messages -> prompts that end where the agent speaks, or
+whole dialogs whose agent replies are the loss (`--replies dialogs`)."""
 
 from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
+
+from transformers import PreTrainedTokenizerBase
 
 from pipeline.profile import Profile, load_profiles, parse_profile
 from pipeline.prompt import Message, build_messages
 from server.settings import DEFAULT_PROFILES
+from training.drafter.target import encode_chat
 
 
 def prompts_of(messages: list[dict]) -> list[list[dict]]:
@@ -28,16 +33,59 @@ def _with_profile(row: dict, known: dict[str, Profile], where: str) -> list[dict
     return build_messages(profile, history, history_turns=len(history))
 
 
-def load_dialogs(path: Path, limit: int | None = None, seed: int = 0, profiles_dir: Path = DEFAULT_PROFILES) -> list[list[dict]]:
-    """Prompts from JSONL lines `{"messages": [...], "meta": {...}}` (`talkline train data`) or `{"profile", "messages"}`
-    (bench/prompts.jsonl, scenarios); at most `limit` of them, a seeded sample."""
+def _chats(path: Path, profiles_dir: Path) -> list[list[dict]]:
+    """Each JSONL line's whole chat, behind its system prompt."""
     known = load_profiles(profiles_dir)
-    prompts: list[list[dict]] = []
+    chats = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
             row = json.loads(line)
-            messages = _with_profile(row, known, f"{path}:{n}") if "profile" in row else row["messages"]
-            prompts += prompts_of(messages)
+            chats.append(_with_profile(row, known, f"{path}:{n}") if "profile" in row else row["messages"])
+    return chats
+
+
+def load_dialogs(path: Path, limit: int | None = None, seed: int = 0, profiles_dir: Path = DEFAULT_PROFILES) -> list[list[dict]]:
+    """Prompts from JSONL lines `{"messages": [...], "meta": {...}}` (`talkline train data`) or `{"profile", "messages"}`
+    (bench/prompts.jsonl, scenarios); at most `limit` of them, a seeded sample."""
+    prompts = [prompt for chat in _chats(path, profiles_dir) for prompt in prompts_of(chat)]
     if limit is not None and len(prompts) > limit:
         prompts = random.Random(seed).sample(prompts, limit)
     return prompts
+
+
+@dataclass(frozen=True)
+class DialogSample:
+    """A whole dialog as written; the loss covers every agent reply that answers the caller (to its stop token)."""
+
+    ids: list[int]
+    reply_mask: list[bool]
+
+    @property
+    def reply_ids(self) -> list[int]:
+        return [t for t, m in zip(self.ids, self.reply_mask) if m]
+
+
+def dialog_sample(chat: list[dict], tokenizer: PreTrainedTokenizerBase, stops: set[int]) -> DialogSample:
+    """Token ids of the chat as the engine encodes it, with each answering reply's tokens marked."""
+    chat = [{"role": m["role"], "content": m["content"]} for m in chat]
+    ids = encode_chat(tokenizer, chat, generation_prompt=False)
+    mask = [False] * len(ids)
+    for prompt in prompts_of(chat):
+        head = encode_chat(tokenizer, prompt)
+        start = len(head)
+        if ids[:start] != head:
+            raise ValueError("the chat template does not encode a dialog as its prompts' continuation")
+        end = next((i for i in range(start, len(ids)) if ids[i] in stops), len(ids) - 1)
+        mask[start : end + 1] = [True] * (end + 1 - start)
+    return DialogSample(ids, mask)
+
+
+def load_dialog_samples(
+    path: Path, tokenizer: PreTrainedTokenizerBase, stops: set[int], limit: int | None = None, seed: int = 0,
+    profiles_dir: Path = DEFAULT_PROFILES,
+) -> list[DialogSample]:
+    """At most `limit` whole dialogs (a seeded sample), tokenized with their replies marked."""
+    chats = [c for c in _chats(path, profiles_dir) if prompts_of(c)]
+    if limit is not None and len(chats) > limit:
+        chats = random.Random(seed).sample(chats, limit)
+    return [dialog_sample(chat, tokenizer, stops) for chat in chats]

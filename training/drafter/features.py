@@ -9,6 +9,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 from transformers import PreTrainedModel
 
+from training.drafter.conversations import DialogSample
 from training.drafter.regenerate import Sample
 from training.drafter.vocab import target_to_draft
 
@@ -31,7 +32,7 @@ class Batch:
 
 @torch.no_grad()
 def target_features(
-    model: PreTrainedModel, samples: list[Sample], aux_layer_ids: list[int], t2d: Tensor, window: int
+    model: PreTrainedModel, samples: list[Sample | DialogSample], aux_layer_ids: list[int], t2d: Tensor, window: int
 ) -> Batch:
     """Run the target over whole sequences (it sees the full context), keep each sequence's last `window` positions."""
     device = model.device
@@ -44,8 +45,7 @@ def target_features(
     t2d = t2d.to(device)
     draft_ids = target_to_draft(t2d)[out.logits.argmax(dim=-1)]  # [B, L]
     draft_logits = out.logits[..., t2d]  # [B, L, Vd]
-    reply = torch.tensor([[0] * len(s.prompt_ids) + [1] * len(s.reply_ids) + [0] * (width - n)
-                          for s, n in zip(samples, lengths)], dtype=torch.bool, device=device)
+    reply = torch.tensor([s.reply_mask + [False] * (width - n) for s, n in zip(samples, lengths)], dtype=torch.bool, device=device)
     windows = [range(max(0, n - window), n) for n in lengths]
 
     def cut(x: Tensor, fill: float) -> Tensor:

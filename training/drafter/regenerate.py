@@ -11,7 +11,7 @@ import torch
 from tqdm import tqdm
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from training.drafter.target import fingerprint, stop_ids
+from training.drafter.target import encode_chat, fingerprint, stop_ids
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,11 @@ class Sample:
     def ids(self) -> list[int]:
         """prompt + reply."""
         return self.prompt_ids + self.reply_ids
+
+    @property
+    def reply_mask(self) -> list[bool]:
+        """True at the reply's positions (the drafter's loss)."""
+        return [False] * len(self.prompt_ids) + [True] * len(self.reply_ids)
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ def regenerate(
     keys = [cache_key(chat, settings, model_hash) for chat in chats]
     done = read_cache(cache)
     pending = {k: c for k, c in zip(keys, chats) if k not in done}
-    todo = sorted(((k, c, _encode(tokenizer, c)) for k, c in pending.items()), key=lambda row: len(row[2]))  # less padding
+    todo = sorted(((k, c, encode_chat(tokenizer, c)) for k, c in pending.items()), key=lambda row: len(row[2]))  # less padding
     stops = stop_ids(tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
     if cache is not None:
@@ -107,9 +112,3 @@ def regenerate(
             with cache.open("a", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")
     return [done[k] for k in keys]
-
-
-def _encode(tokenizer: PreTrainedTokenizerBase, chat: list[dict]) -> list[int]:
-    """Prompt ids exactly as the engine encodes a chat (template + generation prompt)."""
-    encoded = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=True)
-    return list(encoded["input_ids"])

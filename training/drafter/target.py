@@ -34,3 +34,9 @@ def fingerprint(model: PreTrainedModel) -> str:
             while chunk := f.read(1 << 24):
                 digest.update(chunk)
     return digest.hexdigest()[:16]
+
+
+def encode_chat(tokenizer: PreTrainedTokenizerBase, chat: list[dict], generation_prompt: bool = True) -> list[int]:
+    """Chat ids exactly as the engine encodes them (template, and the generation prompt unless told otherwise)."""
+    encoded = tokenizer.apply_chat_template(chat, add_generation_prompt=generation_prompt, tokenize=True, return_dict=True)
+    return list(encoded["input_ids"])

@@ -15,15 +15,16 @@ from pathlib import Path
 
 import torch
 from tqdm import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.eagle3 import Eagle3Drafter, load_drafter, random_drafter
 from training.drafter.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint, save_final
-from training.drafter.conversations import load_dialogs
+from training.drafter.conversations import DialogSample, load_dialog_samples, load_dialogs
 from training.drafter.features import target_features
 from training.drafter.prompts import broad_prompts
 from training.drafter.regenerate import RegenSettings, Sample, regenerate
-from training.drafter.target import load_target
-from training.drafter.ttt import ttt_loss, unroll
+from training.drafter.target import load_target, stop_ids
+from training.drafter.ttt import draft_head, ttt_loss, unroll_hidden
 from training.drafter.vocab import draft_vocab
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -39,6 +40,7 @@ class DrafterTrainConfig:
     model: str = "tuned"  # the target, as `--model` of the engine: tuned, base, or a model/adapter folder
     dialogs: Path = Path("runs/data/train.jsonl")  # stage "domain": JSONL of {"messages"} or {"profile", "messages"}
     num_prompts: int = 400  # prompts to answer: generated (broad) or a seeded sample of the dialogs' turns (domain)
+    replies: str = "regenerated"  # "regenerated": the target answers; "dialogs" (domain): num_prompts whole dialogs as written
     replies_cache: Path | None = None  # default: <run_dir>/replies.jsonl
     # regeneration (the target answers every prompt)
     max_new_tokens: int = 160
@@ -79,14 +81,26 @@ def load_chats(cfg: DrafterTrainConfig) -> list[list[dict]]:
     raise ValueError(f"unknown stage {cfg.stage!r}: use 'broad' or 'domain'")
 
 
-def new_drafter(model: torch.nn.Module, samples: list[Sample], cfg: DrafterTrainConfig) -> Eagle3Drafter:
+def load_samples(cfg: DrafterTrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[Sample | DialogSample]:
+    """The stage's training sequences: the target's own replies, or (`replies="dialogs"`) the dialogs as written."""
+    if cfg.replies == "dialogs":
+        if cfg.stage != "domain":
+            raise ValueError("--replies dialogs needs --stage domain (the broad prompts have no written replies)")
+        return load_dialog_samples(cfg.dialogs, tokenizer, set(stop_ids(tokenizer)), cfg.num_prompts, cfg.seed)
+    if cfg.replies != "regenerated":
+        raise ValueError(f"unknown replies {cfg.replies!r}: use 'regenerated' or 'dialogs'")
+    regen = RegenSettings(cfg.max_new_tokens, cfg.temperature, cfg.seed, cfg.regen_batch_size)
+    return regenerate(model, tokenizer, load_chats(cfg), regen, cfg.replies_cache or cfg.resolved_run_dir() / "replies.jsonl")
+
+
+def new_drafter(model: torch.nn.Module, samples: list[Sample | DialogSample], cfg: DrafterTrainConfig) -> Eagle3Drafter:
     """Random drafter whose draft vocab is the most frequent reply tokens."""
     drafter = random_drafter(model.config, cfg.draft_vocab, seed=cfg.seed)
     drafter.set_vocab_mapping(*draft_vocab(samples, model.config.vocab_size, cfg.draft_vocab))
     return drafter
 
 
-def start_drafter(model: torch.nn.Module, samples: list[Sample], cfg: DrafterTrainConfig) -> tuple[Eagle3Drafter, dict | None, int]:
+def start_drafter(model: torch.nn.Module, samples: list[Sample | DialogSample], cfg: DrafterTrainConfig) -> tuple[Eagle3Drafter, dict | None, int]:
     """(fp32 drafter, optimizer state or None, first step): resumed, from `init`, or new."""
     run = cfg.resolved_run_dir()
     if cfg.resume and has_checkpoint(run):
@@ -107,7 +121,7 @@ def lr_at(step: int, cfg: DrafterTrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
 
 
-def batch_at(step: int, samples: list[Sample], cfg: DrafterTrainConfig) -> list[Sample]:
+def batch_at(step: int, samples: list[Sample | DialogSample], cfg: DrafterTrainConfig) -> list[Sample | DialogSample]:
     """The step's samples: epochs of seeded shuffles, so a resumed run sees the same order."""
     n, picked = len(samples), []
     for g in range(step * cfg.batch_size, (step + 1) * cfg.batch_size):
@@ -128,7 +142,7 @@ def _keep_metrics_until(path: Path, step: int) -> None:
 
 
 def train_step(
-    drafter: Eagle3Drafter, model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: list[Sample],
+    drafter: Eagle3Drafter, model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: list[Sample | DialogSample],
     step: int, cfg: DrafterTrainConfig,
 ) -> dict:
     """One optimizer step on the step's batch; its metrics row."""
@@ -138,7 +152,7 @@ def train_step(
         group["lr"] = lr
     batch = target_features(model, batch_at(step, samples, cfg), drafter.config.aux_layer_ids, drafter.t2d, cfg.max_seq_len)
     with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.dtype == "bfloat16"):
-        result = ttt_loss(unroll(drafter, batch, cfg.ttt_steps), batch, cfg.step_decay)
+        result = ttt_loss(unroll_hidden(drafter, batch, cfg.ttt_steps), batch, cfg.step_decay, draft_head(drafter))
     optimizer.zero_grad(set_to_none=True)
     result.loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(drafter.parameters(), cfg.grad_clip)
@@ -158,9 +172,7 @@ def train(cfg: DrafterTrainConfig) -> Path:
     run.mkdir(parents=True, exist_ok=True)
     (run / "config.json").write_text(json.dumps(_jsonable(cfg), indent=2) + "\n")
     model, tokenizer = load_target(cfg.model, DTYPES[cfg.dtype], cfg.device)
-    regen = RegenSettings(cfg.max_new_tokens, cfg.temperature, cfg.seed, cfg.regen_batch_size)
-    samples = regenerate(model, tokenizer, load_chats(cfg), regen, cfg.replies_cache or run / "replies.jsonl")
-    samples = [s for s in samples if len(s.reply_ids) >= 2]  # the drafter's first guess is the reply's 2nd token
+    samples = [s for s in load_samples(cfg, model, tokenizer) if len(s.reply_ids) >= 2]  # first guess: a reply's 2nd token
     if not samples:
         raise ValueError("no usable replies: every reply is shorter than two tokens")
 

@@ -9,6 +9,7 @@ It attends to the step-0 keys of rows <= t (the verified context) and to the ste
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -43,21 +44,31 @@ def _attention(attn: Eagle3Attention, x: Tensor, cos: Tensor, sin: Tensor, keys:
     return attn.o_proj(o.transpose(1, 2).reshape(b, t, -1))  # [B, T, H]
 
 
-def unroll(drafter: Eagle3Drafter, batch: Batch, steps: int) -> list[Tensor]:
-    """Draft logits [B, T, Vd] of each TTT step, each step fed the previous step's output hidden state."""
+def unroll_hidden(drafter: Eagle3Drafter, batch: Batch, steps: int) -> list[Tensor]:
+    """Output hidden states [B, T, H] of each TTT step, each step fed the previous step's."""
     layer = drafter.midlayer
     hidden = drafter.fuse(batch.aux)  # [B, T, H]
     keys: list[Tensor] = []
     values: list[Tensor] = []
-    logits = []
+    outputs = []
     for i in range(steps):
         embeds = drafter.embed(shift(batch.input_ids, 1 + i))  # token t + 1 + i at row t
         cos, sin = drafter.rope(batch.position_ids + i, hidden.dtype)
         x = torch.cat([layer.input_layernorm(embeds), layer.hidden_norm(hidden)], dim=-1)  # [B, T, 2H]
         h = hidden + _attention(layer.self_attn, x, cos, sin, keys, values)
         hidden = h + layer.mlp(layer.post_attention_layernorm(h))
-        logits.append(drafter.lm_head(drafter.norm(hidden)))
-    return logits
+        outputs.append(hidden)
+    return outputs
+
+
+def unroll(drafter: Eagle3Drafter, batch: Batch, steps: int) -> list[Tensor]:
+    """Draft logits [B, T, Vd] of each TTT step."""
+    return [draft_head(drafter)(h) for h in unroll_hidden(drafter, batch, steps)]
+
+
+def draft_head(drafter: Eagle3Drafter) -> Callable[[Tensor], Tensor]:
+    """Output hidden states -> draft logits."""
+    return lambda hidden: drafter.lm_head(drafter.norm(hidden))
 
 
 def step_targets(batch: Batch, step: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -66,11 +77,10 @@ def step_targets(batch: Batch, step: int) -> tuple[Tensor, Tensor, Tensor]:
     return shift(batch.target_logits, 1 + step), shift(batch.target_draft_ids, 1 + step, -1), reply
 
 
-def soft_cross_entropy(logits: Tensor, target_logits: Tensor, mask: Tensor) -> Tensor:
-    """Mean over masked positions of -sum_v p(v) log q(v), p = softmax of the target logits over the draft vocab."""
+def soft_cross_entropy(logits: Tensor, target_logits: Tensor) -> Tensor:
+    """Mean over rows of -sum_v p(v) log q(v), p = softmax of the target logits over the draft vocab."""
     p = torch.softmax(target_logits.float(), dim=-1)
-    ce = -(p * torch.log_softmax(logits.float(), dim=-1)).sum(dim=-1)  # [B, T]
-    return (ce * mask).sum() / mask.sum().clamp_min(1)
+    return -(p * torch.log_softmax(logits.float(), dim=-1)).sum(dim=-1).mean() if len(p) else logits.sum() * 0.0
 
 
 @dataclass
@@ -82,18 +92,23 @@ class TTTResult:
     step_accuracy: list[float]
 
 
-def ttt_loss(step_logits: list[Tensor], batch: Batch, decay: float = 0.8) -> TTTResult:
+def ttt_loss(
+    step_outputs: list[Tensor], batch: Batch, decay: float = 0.8, head: Callable[[Tensor], Tensor] | None = None
+) -> TTTResult:
     """sum_i decay^i * CE_i over reply positions whose target argmax is in the draft vocab.
 
-    Accuracy counts every reply position, out-of-vocabulary targets as misses (they can never be accepted).
+    `step_outputs` are each step's logits, or its hidden states when `head` maps them to logits: then only
+    the reply rows go through the head (most rows are context the loss never reads). Accuracy counts every
+    reply position, out-of-vocabulary targets as misses (they can never be accepted).
     """
     total, losses, accuracy = 0.0, [], []
-    for i, logits in enumerate(step_logits):
+    for i, out in enumerate(step_outputs):
         target_logits, target_ids, reply = step_targets(batch, i)
-        mask = reply & (target_ids >= 0)
-        loss = soft_cross_entropy(logits, target_logits, mask)
+        logits = head(out[reply]) if head is not None else out[reply]  # [N, Vd]
+        ids = target_ids[reply]
+        known = ids >= 0
+        loss = soft_cross_entropy(logits[known], target_logits[reply][known])
         total = total + decay**i * loss
         losses.append(float(loss.detach()))
-        hits = (logits.argmax(dim=-1) == target_ids) & mask
-        accuracy.append(float(hits.sum() / reply.sum().clamp_min(1)))
+        accuracy.append(float((logits.argmax(dim=-1) == ids).sum() / max(1, len(ids))))
     return TTTResult(total, losses, accuracy)
