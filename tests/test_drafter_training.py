@@ -21,7 +21,7 @@ from training.drafter.prompts import broad_prompts
 from training.drafter.regenerate import Sample
 from training.drafter.target import stop_ids
 from training.drafter.train import DrafterTrainConfig, load_samples, train
-from training.drafter.ttt import draft_head, step_targets, ttt_attention_mask, ttt_loss, unroll, unroll_hidden
+from training.drafter.ttt import draft_head, step_targets, ttt_attention_mask, ttt_loss, unroll_hidden
 from training.drafter.vocab import draft_vocab, reply_token_counts, target_to_draft
 
 torch.set_num_threads(1)
@@ -52,7 +52,8 @@ def test_ttt_unroll_matches_drafting_with_the_inference_cache():
     batch, steps = toy_batch(12, 512, 128, h=64), 4
     ids, aux, pos = batch.input_ids, batch.aux, batch.position_ids
     with torch.no_grad():
-        ttt = unroll(drafter.eval(), batch, steps)
+        head, outputs = draft_head(drafter.eval()), unroll_hidden(drafter, batch, steps)
+        ttt = [head(h) for h in outputs]
         for t in range(12 - steps - 1):
             cache = DrafterCache()  # catch up on positions 0..t, then draft a chain as speculative.py does
             logits, hidden = drafter(drafter.embed(ids[:, 1 : t + 2]), aux[:, : t + 1], pos[:, : t + 1], cache)
@@ -61,8 +62,7 @@ def test_ttt_unroll_matches_drafting_with_the_inference_cache():
                 logits, hidden = drafter(drafter.embed(ids[:, t + 1 + i : t + 2 + i]), hidden[:, -1:], pos[:, t : t + 1] + i, cache)
                 torch.testing.assert_close(logits[0, -1], ttt[i][0, t], atol=1e-5, rtol=1e-5)
         batch.loss_mask[0, :5] = False  # the head runs on reply rows only and gives the same loss
-        hidden = unroll_hidden(drafter, batch, steps)
-        lazy, full = ttt_loss(hidden, batch, head=draft_head(drafter)), ttt_loss(ttt, batch)
+        lazy, full = ttt_loss(outputs, batch, head=head), ttt_loss(ttt, batch)
         assert float(lazy.loss) == pytest.approx(float(full.loss), rel=1e-5) and lazy.step_accuracy == full.step_accuracy
     mask = ttt_attention_mask(3, 2)
     assert mask.int().tolist() == [[1, 0, 0, 1, 0, 0, 1, 0, 0], [1, 1, 0, 0, 1, 0, 0, 1, 0], [1, 1, 1, 0, 0, 1, 0, 0, 1]]

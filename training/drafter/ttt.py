@@ -61,11 +61,6 @@ def unroll_hidden(drafter: Eagle3Drafter, batch: Batch, steps: int) -> list[Tens
     return outputs
 
 
-def unroll(drafter: Eagle3Drafter, batch: Batch, steps: int) -> list[Tensor]:
-    """Draft logits [B, T, Vd] of each TTT step."""
-    return [draft_head(drafter)(h) for h in unroll_hidden(drafter, batch, steps)]
-
-
 def draft_head(drafter: Eagle3Drafter) -> Callable[[Tensor], Tensor]:
     """Output hidden states -> draft logits."""
     return lambda hidden: drafter.lm_head(drafter.norm(hidden))
