@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
-# A turn that ends on one of these words is trailing off ("my booking code is ..."), not finished.
+# A turn that ends on one of these words is trailing off ("my booking code is ...") or holding the floor
+# ("Wait.", "Hmm, actually."), not finished, whatever punctuation the recognizer put after it.
 TRAILING_WORDS = frozenset(
     """
+    wait hold actually hmm well oh sorry
     a an the and or but so because if that which who whose whom when where while to of for from with
     about into onto at by on in as than then is are was were be been am my your our their his her its
     this these those um uh er like just also very really some any no not can could would should will

@@ -33,6 +33,8 @@ from pipeline.vad import SpeechDetector
         ("Well,", False),
         ("", False),
         ("Hello", False),
+        ("Wait.", False),  # a barge-in that holds the floor; the caller goes on after the pause
+        ("Hmm, actually.", False),
     ],
 )
 def test_looks_complete(text, complete):
