@@ -15,12 +15,12 @@ from models import assets
 from models.eagle3 import DrafterCache, load_drafter, random_drafter
 from models.engine import Engine, GenerationStats
 from server.cli import app
-from training.drafter.conversations import DialogSample, load_dialog_samples, load_dialogs, prompts_of
+from training.drafter.conversations import DialogSample, dialog_sample, dialog_samples, load_dialog_samples, load_dialogs, prompts_of
 from training.drafter.features import Batch, target_features
 from training.drafter.prompts import broad_prompts
 from training.drafter.regenerate import Sample
 from training.drafter.target import stop_ids
-from training.drafter.train import DrafterTrainConfig, load_samples, train
+from training.drafter.train import DrafterTrainConfig, StepBudget, load_samples, train
 from training.drafter.ttt import draft_head, step_targets, ttt_attention_mask, ttt_loss, unroll_hidden
 from training.drafter.vocab import draft_vocab, reply_token_counts, target_to_draft
 
@@ -142,6 +142,16 @@ def test_dialog_samples_mark_each_answering_reply_through_its_stop_token(tmp_pat
         load_samples(DrafterTrainConfig(stage="broad", replies="dialogs"), None, tokenizer)
 
 
+def test_many_dialogs_are_tokenized_in_worker_processes_in_order(monkeypatch):
+    tokenizer = AutoTokenizer.from_pretrained(assets.llm_dir("base"))
+    chats = [[{"role": "user", "content": f"Is order {n} shipped?"}, {"role": "assistant", "content": f"Order {n} ships today."}]
+             for n in range(6)]
+    stops = set(stop_ids(tokenizer))
+    monkeypatch.setattr("training.drafter.conversations.PARALLEL_FROM", 2)
+    in_workers = dialog_samples(chats, tokenizer, stops, workers=2)
+    assert in_workers == [dialog_sample(chat, tokenizer, stops) for chat in chats] and len(set(map(str, in_workers))) == 6
+
+
 def test_draft_vocab_counts_reply_tokens_only():
     samples = [Sample([7, 7, 7, 7], [3, 3, 5]), Sample([7], [5, 9, 3])]
     counts = reply_token_counts(samples, 12)
@@ -238,10 +248,27 @@ def test_cli_builds_the_config(monkeypatch, tmp_path):
     monkeypatch.setattr("training.drafter.train.train", lambda cfg: seen.append(cfg) or cfg.out)
     args = ["train", "drafter", "--stage", "domain", "--init", str(tmp_path / "generic"), "--out", str(tmp_path / "domain"),
             "--steps", "5", "--ttt-steps", "3", "--draft-vocab", "2048", "--lr", "1e-4", "--device", "cpu", "--resume",
-            "--replies", "dialogs"]
+            "--replies", "dialogs", "--train-minutes", "7.5"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     cfg = seen[0]
     assert (cfg.stage, cfg.init, cfg.steps, cfg.ttt_steps, cfg.draft_vocab, cfg.lr, cfg.resume, cfg.replies) == (
         "domain", tmp_path / "generic", 5, 3, 2048, 1e-4, True, "dialogs")
-    assert cfg.resolved_run_dir() == tmp_path / "domain-run"
+    assert cfg.resolved_run_dir() == tmp_path / "domain-run" and cfg.train_minutes == 7.5
+
+
+def test_a_time_budget_fits_the_step_count_to_the_recent_pace(monkeypatch):
+    # 5 s of warm-up, 4 s a step up to step 112, then 1 s a step (a GPU's first steps are the slow ones)
+    times = [0.0] + [5.0 + 4.0 * i for i in range(12)] + [49.0 + i for i in range(1, 200)]
+    clock = iter(times)
+    monkeypatch.setattr("training.drafter.train.time.perf_counter", lambda: next(clock))
+    budget = StepBudget(minutes=2.0, start=100, most=1000)
+    steps, fitted, step = 1000, [], 100
+    while step < steps:
+        step += 1
+        steps = budget.steps_after(step, steps)
+        fitted.append(steps)
+    # after step 112 (49 s used, 4 s a step) 71 s are left: 17 more steps; after 122 (59 s, 1 s a step): 61 more
+    assert fitted[:11] == [1000] * 11 and fitted[11] == 112 + 17 and fitted[21] == 122 + 61
+    assert steps == 183 and step == 183  # ends on the budget, at the 1 s pace
+    assert StepBudget(minutes=10.0, start=0, most=50, began=0.0, mark=(2, 0.0)).steps_after(12, 50) == 50  # never more than asked

@@ -33,6 +33,7 @@ def train_drafter_command(
     save_every: Annotated[int, typer.Option(help="checkpoint every N steps")] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     resume: Annotated[bool, typer.Option("--resume", help="continue from RUN_DIR/checkpoint")] = False,
+    train_minutes: Annotated[float | None, typer.Option(help="wall-clock budget of the steps: fewer steps if STEPS would not fit")] = None,
 ) -> None:
     """Train an EAGLE3 drafter on the target's own replies (SGLang LlamaForCausalLMEagle3 format)."""
     from training.drafter.train import DrafterTrainConfig, train
@@ -42,5 +43,6 @@ def train_drafter_command(
         batch_size=batch_size, max_seq_len=max_seq_len, num_prompts=num_prompts, replies=replies, max_new_tokens=max_new_tokens,
         temperature=temperature, regen_batch_size=regen_batch_size, dialogs=dialogs, model=model, dtype=dtype,
         device=device, threads=threads, run_dir=run_dir, replies_cache=replies_cache, save_every=save_every, seed=seed, resume=resume,
+        train_minutes=train_minutes,
     )
     typer.echo(f"drafter: {train(cfg)}")

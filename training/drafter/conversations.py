@@ -4,7 +4,10 @@ whole dialogs whose agent replies are the loss (`--replies dialogs`)."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import random
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +83,29 @@ def dialog_sample(chat: list[dict], tokenizer: PreTrainedTokenizerBase, stops: s
     return DialogSample(ids, mask)
 
 
+PARALLEL_FROM = 10_000  # dialogs: fewer are tokenized in this process (starting a worker costs ~4 s)
+_worker_args: tuple[PreTrainedTokenizerBase, set[int]] | None = None
+
+
+def _start_worker(tokenizer: PreTrainedTokenizerBase, stops: set[int]) -> None:
+    global _worker_args
+    _worker_args = (tokenizer, stops)
+
+
+def _worker_sample(chat: list[dict]) -> DialogSample:
+    return dialog_sample(chat, *_worker_args)
+
+
+def dialog_samples(chats: list[list[dict]], tokenizer: PreTrainedTokenizerBase, stops: set[int], workers: int | None = None) -> list[DialogSample]:
+    """`dialog_sample` of each chat, in order; many chats are spread over `workers` processes (default: every core)."""
+    workers = workers or os.cpu_count() or 1
+    if workers == 1 or len(chats) < PARALLEL_FROM:
+        return [dialog_sample(chat, tokenizer, stops) for chat in chats]
+    context = multiprocessing.get_context("spawn")  # the caller may hold a CUDA context, which fork must not copy
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(tokenizer, stops)) as pool:
+        return list(pool.map(_worker_sample, chats, chunksize=max(1, len(chats) // (8 * workers))))
+
+
 def load_dialog_samples(
     path: Path, tokenizer: PreTrainedTokenizerBase, stops: set[int], limit: int | None = None, seed: int = 0,
     profiles_dir: Path = DEFAULT_PROFILES,
@@ -88,4 +114,4 @@ def load_dialog_samples(
     chats = [c for c in _chats(path, profiles_dir) if prompts_of(c)]
     if limit is not None and len(chats) > limit:
         chats = random.Random(seed).sample(chats, limit)
-    return [dialog_sample(chat, tokenizer, stops) for chat in chats]
+    return dialog_samples(chats, tokenizer, stops)

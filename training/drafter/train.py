@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -66,6 +66,7 @@ class DrafterTrainConfig:
     seed: int = 0
     save_every: int = 100
     resume: bool = False
+    train_minutes: float | None = None  # wall-clock budget of the step loop: the step count shrinks to what fits
 
     def resolved_run_dir(self) -> Path:
         """run_dir, or <out>-run next to the drafter."""
@@ -130,6 +131,37 @@ def batch_at(step: int, samples: list[Sample | DialogSample], cfg: DrafterTrainC
     return picked
 
 
+@dataclass
+class StepBudget:
+    """Fits a run into a wall-clock budget: every `window` steps (after two warm-ups), the step count becomes what
+    the last window's pace fits in the time left, up to `most`. Early steps can be several times slower (a GPU's
+    first shapes), so one early estimate would stop a run far too soon."""
+
+    minutes: float
+    start: int  # the first step of this run (a resumed run starts past 0)
+    most: int  # the configured step count, never exceeded
+    window: int = 10
+    began: float = field(default_factory=lambda: time.perf_counter())
+    mark: tuple[int, float] | None = None  # (step, time) where the current window began
+
+    def steps_after(self, step: int, steps: int) -> int:
+        """The run's step count once `step` steps are done (10% over the budget stops it at once)."""
+        now = time.perf_counter()
+        elapsed = now - self.began
+        if elapsed > self.minutes * 66:
+            return min(steps, step)
+        if step - self.start < 2:
+            return steps
+        if self.mark is None:
+            self.mark = (step, now)
+            return steps
+        if step - self.mark[0] < self.window:
+            return steps
+        pace = (now - self.mark[1]) / (step - self.mark[0])
+        self.mark = (step, now)
+        return min(self.most, step + max(0, int((self.minutes * 60 - elapsed) / pace)))
+
+
 def _jsonable(cfg: DrafterTrainConfig) -> dict:
     return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
 
@@ -184,15 +216,21 @@ def train(cfg: DrafterTrainConfig) -> Path:
         optimizer.load_state_dict(optimizer_state)
     _keep_metrics_until(run / "metrics.jsonl", start)
 
-    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=f"drafter {cfg.stage}", unit="step")
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"drafter {cfg.stage}", unit="step")
+    budget, step = StepBudget(cfg.train_minutes, start, cfg.steps) if cfg.train_minutes else None, start
     with (run / "metrics.jsonl").open("a", encoding="utf-8") as metrics:
-        for step in bar:
+        while step < cfg.steps:
             row = train_step(drafter, model, optimizer, samples, step, cfg)
+            step += 1
+            bar.update(1)
+            if budget and (fitted := budget.steps_after(step, cfg.steps)) != cfg.steps:
+                cfg.steps = bar.total = fitted
+                (run / "config.json").write_text(json.dumps(_jsonable(cfg), indent=2) + "\n")
             metrics.write(json.dumps(row) + "\n")
             metrics.flush()
             bar.set_postfix(loss=f"{row['loss']:.3f}", acc0=f"{row['step_acc'][0]:.2f}", acc_last=f"{row['step_acc'][-1]:.2f}")
-            if (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
-                save_checkpoint(run, drafter, optimizer, step + 1)
+            if step % cfg.save_every == 0 and step < cfg.steps:
+                save_checkpoint(run, drafter, optimizer, step)
     save_checkpoint(run, drafter, optimizer, max(start, cfg.steps))
     save_final(drafter, cfg.out, DTYPES[cfg.save_dtype])
     return cfg.out
