@@ -38,7 +38,8 @@ def rowwise_attention(
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=causal, scale=scaling, enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    out = [one_query_attention(query[0, :, t], key[0, :, : total - rows + t + 1], value[0, :, : total - rows + t + 1], scale)
+    keys, values = key[0].float(), value[0].float()  # once per layer; each row attends to a prefix view of them
+    out = [one_query_attention(query[0, :, t], keys[:, : total - rows + t + 1], values[:, : total - rows + t + 1], scale)
            for t in range(rows)]  # each [Hq, D]
     return torch.stack(out)[None].to(query.dtype), None
 

@@ -40,6 +40,18 @@ def test_greedy_speculative_output_equals_plain_greedy(engines, question):
     assert spec_stats.drafted_tokens > 0 and plain_stats.drafted_tokens == 0
 
 
+@pytest.mark.parametrize("rows", [2, 5, 8])
+def test_a_verify_forward_gives_each_row_the_logits_of_decoding_it_alone(engines, rows):
+    plain, _ = engines
+    prompt = plain.encode_chat([{"role": "user", "content": PROMPTS[1]}])
+    drafts = plain.encode_chat([{"role": "user", "content": PROMPTS[3]}])[-rows:]
+    one_by_one, together = plain.new_session(), plain.new_session()
+    one_by_one.forward(plain.model, prompt)
+    together.forward(plain.model, prompt)
+    decoded = torch.cat([one_by_one.forward(plain.model, [t]) for t in drafts])
+    assert torch.equal(together.forward(plain.model, drafts), decoded)  # bit for bit, every row
+
+
 def test_an_unsure_drafter_drafts_shorter_chains_and_stays_lossless(engines):
     plain, spec = engines
     unsure = Engine(plain.model, plain.tokenizer, spec.drafter, draft_tokens=4, min_draft_confidence=0.5)
