@@ -128,12 +128,14 @@ class Engine:
         drafter: Eagle3Drafter | None = None,
         draft_tokens: int = 4,
         min_draft_confidence: float = 0.0,
+        prompt_lookup: bool = False,
     ) -> None:
         self.model = make_batch_invariant(model.eval())
         self.tokenizer = tokenizer
         stop = {tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(list(STOP_TOKENS))} - {tokenizer.unk_token_id}
         self.stop_ids = {t for t in stop if isinstance(t, int) and t >= 0}
         self.draft_tokens, self.min_draft_confidence = draft_tokens, min_draft_confidence
+        self.prompt_lookup = prompt_lookup  # greedy chains also draft from earlier context (models/lookup.py)
         self.drafter: Eagle3Drafter | None = None
         if drafter is not None:
             self.set_drafter(drafter)
@@ -147,13 +149,14 @@ class Engine:
         draft_tokens: int = 4,
         model: str = "tuned",
         min_draft_confidence: float = 0.0,
+        prompt_lookup: bool = False,
     ) -> Engine:
         """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2)."""
         path = path or assets.llm_dir(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         draft = load_drafter(drafter, dtype=dtype)[0] if drafter else None
-        return cls(lm, tokenizer, draft, draft_tokens, min_draft_confidence)
+        return cls(lm, tokenizer, draft, draft_tokens, min_draft_confidence, prompt_lookup)
 
     def set_drafter(self, drafter: Eagle3Drafter | None) -> None:
         """Use an EAGLE3 drafter (sharing this model's embeddings), or None for plain decoding."""
@@ -212,7 +215,7 @@ class Engine:
             else:
                 rest = speculative_decode(
                     self.model, self.drafter, session, first, self.draft_tokens, temperature, stats, cancelled, generator,
-                    self.min_draft_confidence,
+                    self.min_draft_confidence, self.prompt_lookup,
                 )
             for token in itertools.chain([first], rest):
                 if token in self.stop_ids:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from models.eagle3 import Eagle3Drafter
+from models.eagle3 import DrafterCache, Eagle3Drafter
+from models.lookup import ContextLookup
 
 if TYPE_CHECKING:
     from models.engine import GenerationStats, Session
@@ -49,6 +50,32 @@ def draft_probabilities(drafter: Eagle3Drafter, logits: torch.Tensor, vocab_size
     return q
 
 
+def draft_chain(
+    drafter: Eagle3Drafter, cache: DrafterCache, logits: torch.Tensor, hidden: torch.Tensor, n: int, k: int,
+    temperature: float, vocab: int, generator: torch.Generator | None, min_confidence: float, lookup: ContextLookup | None,
+) -> tuple[list[int], list[torch.Tensor | None]]:
+    """Up to k drafts after the round's first token (at position n), from the drafter's state after the catch-up
+    (`logits`, `hidden`): the lookup's token where it has one, else the drafter's. The drafter is fed a draft
+    only when a later position needs its guess, so chains the context continues cost no drafter steps."""
+    drafts: list[int] = []
+    probs: list[torch.Tensor | None] = []
+    fed = 0  # drafts the drafter has read: its logits guess position `fed`
+    for j in range(k):
+        seen = lookup.propose(drafts) if lookup is not None else None
+        if seen is None:
+            while fed < j:
+                logits, hidden = drafter(drafter.embed(torch.tensor([[drafts[fed]]])), hidden[:, -1:], torch.tensor([[n + fed]]), cache)
+                fed += 1
+            if j and min_confidence > 0 and torch.softmax(logits[0, -1].float(), -1).max() < min_confidence:
+                break
+        q = draft_probabilities(drafter, logits[0, -1:], vocab, temperature)[0] if temperature > 0 else None
+        if seen is None:
+            seen = int(torch.multinomial(q, 1, generator=generator)) if q is not None else int(drafter.draft_to_target(logits[0, -1].argmax()))
+        drafts.append(seen)
+        probs.append(q)
+    return drafts, probs
+
+
 def speculative_decode(
     model: torch.nn.Module,
     drafter: Eagle3Drafter,
@@ -60,13 +87,17 @@ def speculative_decode(
     cancelled: Callable[[], bool],
     generator: torch.Generator | None = None,
     min_confidence: float = 0.0,
+    prompt_lookup: bool = False,
 ) -> Iterator[int]:
     """Yield tokens after `first_token` (already sampled, not yet in the cache) until the caller stops.
 
     The chain stops early (after at least one draft) once the drafter's top probability falls below
     `min_confidence`, so an unsure drafter costs fewer verified positions; the output is unchanged.
+    With `prompt_lookup` (greedy only), a position whose last tokens occurred earlier in the context drafts
+    what followed them there (`ContextLookup`) instead of the drafter's guess, and keeps the chain going.
     """
     token, vocab = first_token, model.config.vocab_size
+    lookup = ContextLookup(session.ids + [token]) if prompt_lookup and temperature <= 0 else None
     while not cancelled():
         n = len(session.ids)
         # catch the drafter up on verified positions: position p sees (embedding of token p+1, target features at p)
@@ -74,16 +105,7 @@ def speculative_decode(
         next_ids = torch.tensor([session.ids[start + 1 :] + [token]])  # [1, n - start]
         positions = torch.arange(start, n)[None]
         logits, hidden = drafter(drafter.embed(next_ids), session.aux[start:n][None], positions, session.draft_cache)
-        drafts, probs = [], []
-        for j in range(k):  # chain drafting, top-1 (or sampled when temperature > 0)
-            if j and min_confidence > 0 and torch.softmax(logits[0, -1].float(), -1).max() < min_confidence:
-                break
-            q = draft_probabilities(drafter, logits[0, -1:], vocab, temperature)[0] if temperature > 0 else None
-            d = int(torch.multinomial(q, 1, generator=generator)) if q is not None else int(drafter.draft_to_target(logits[0, -1].argmax()))
-            drafts.append(d)
-            probs.append(q)
-            if j + 1 < k:
-                logits, hidden = drafter(drafter.embed(torch.tensor([[d]])), hidden[:, -1:], torch.tensor([[n + j]]), session.draft_cache)
+        drafts, probs = draft_chain(drafter, session.draft_cache, logits, hidden, n, k, temperature, vocab, generator, min_confidence, lookup)
         target_logits = session.forward(model, [token, *drafts])  # [len(drafts)+1, V]: verify all drafts at once
         accepted, token_next = accept_drafts(target_logits, drafts, torch.stack(probs) if temperature > 0 else None, temperature, generator)
         session.crop(n + 1 + accepted)  # roll back rejected drafts in the target...
@@ -91,6 +113,8 @@ def speculative_decode(
         stats.target_forwards += 1
         stats.drafted_tokens += len(drafts)
         stats.accepted_tokens += accepted
+        if lookup is not None:
+            lookup.extend([*drafts[:accepted], token_next])
         for t in [*drafts[:accepted], token_next]:
             yield t
         token = token_next

@@ -50,7 +50,7 @@ def build_llm(settings: Settings) -> LLMBackend:
     torch.set_num_threads(settings.threads.llm)
     return EmbeddedLLM(Engine.load(
         settings.model_path, drafter=settings.drafter, draft_tokens=settings.draft_tokens,
-        min_draft_confidence=settings.min_draft_confidence,
+        min_draft_confidence=settings.min_draft_confidence, prompt_lookup=settings.prompt_lookup,
     ))
 
 

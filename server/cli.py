@@ -27,6 +27,10 @@ MinDraftConfidence = Annotated[float | None, typer.Option(
     help="after its first draft, a chain ends once the drafter's top probability drops below this "
     "[TALKLINE_MIN_DRAFT_CONFIDENCE, 0.6]"
 )]
+PROMPT_LOOKUP_HELP = "greedy chains also draft what followed the same tokens earlier in the conversation"
+PromptLookup = Annotated[bool | None, typer.Option(
+    "--prompt-lookup/--no-prompt-lookup", help=PROMPT_LOOKUP_HELP + " [TALKLINE_PROMPT_LOOKUP, on]",
+)]
 
 
 def pick_drafter(spec: bool, drafter: Path | None) -> Path | None:
@@ -61,6 +65,7 @@ def serve(
     drafter: Annotated[Path | None, typer.Option(envvar="TALKLINE_DRAFTER", help=DRAFTER_HELP)] = None,
     draft_tokens: DraftTokens = None,
     min_draft_confidence: MinDraftConfidence = None,
+    prompt_lookup: PromptLookup = None,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Run the voice server on HOST:PORT; a flag overrides its TALKLINE_* variable, which Settings reads."""
@@ -72,7 +77,7 @@ def serve(
     _logging(log_level)
     settings = _settings(
         host=host, port=port, profiles_dir=profiles, db_url=db, llm=llm, llm_url=llm_url, llm_timeout=llm_timeout,
-        draft_tokens=draft_tokens, min_draft_confidence=min_draft_confidence,
+        draft_tokens=draft_tokens, min_draft_confidence=min_draft_confidence, prompt_lookup=prompt_lookup,
     )
     if settings.llm == "embedded":
         settings.model_path, settings.drafter = llm_dir(model), pick_drafter(spec, drafter)
@@ -88,6 +93,7 @@ def engine_command(
     model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
     draft_tokens: DraftTokens = None,
     min_draft_confidence: MinDraftConfidence = None,
+    prompt_lookup: PromptLookup = None,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Serve the embedded LLM engine as an OpenAI-compatible API (/v1/chat/completions) on HOST:PORT."""
@@ -98,9 +104,11 @@ def engine_command(
     from server.openai_api import create_engine_app
 
     _logging(log_level)
-    drafter, chain = pick_drafter(spec, drafter), _settings(draft_tokens=draft_tokens, min_draft_confidence=min_draft_confidence)
+    drafter = pick_drafter(spec, drafter)
+    chain = _settings(draft_tokens=draft_tokens, min_draft_confidence=min_draft_confidence, prompt_lookup=prompt_lookup)
     engine = Engine.load(
         llm_dir(model), drafter=drafter, draft_tokens=chain.draft_tokens, min_draft_confidence=chain.min_draft_confidence,
+        prompt_lookup=chain.prompt_lookup,
     )
     uvicorn.run(create_engine_app(engine, drafter), host=host, port=port, log_level=log_level)
 
@@ -132,11 +140,13 @@ def bench_spec(
     draft_tokens: Annotated[int, typer.Option(help="longest draft chain per target forward")] = 4,
     min_confidence: Annotated[float, typer.Option(help="end a chain once the drafter's top probability drops below this")] = 0.0,
     limit: Annotated[int | None, typer.Option(help="a seeded sample of this many prompts")] = None,
+    prompt_lookup: Annotated[bool, typer.Option(help=PROMPT_LOOKUP_HELP)] = True,
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness."""
     from bench import spec
 
-    spec.main(prompts, drafter, max_new_tokens, out, draft_tokens=draft_tokens, min_confidence=min_confidence, limit=limit)
+    spec.main(prompts, drafter, max_new_tokens, out, draft_tokens=draft_tokens, min_confidence=min_confidence, limit=limit,
+              prompt_lookup=prompt_lookup)
 
 
 MULTI_VALUE_OPTIONS = ("--audio",)

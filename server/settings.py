@@ -45,6 +45,7 @@ class Settings:
     drafter: Path | None = None  # EAGLE3 drafter of the embedded engine; None: plain greedy decoding
     draft_tokens: int = field(default_factory=lambda: int(_env("DRAFT_TOKENS", "4")))  # longest draft chain
     min_draft_confidence: float = field(default_factory=lambda: float(_env("MIN_DRAFT_CONFIDENCE", "0.6")))
+    prompt_lookup: bool = field(default_factory=lambda: _env("PROMPT_LOOKUP", "1").lower() not in ("0", "false", "no", "off"))
     threads: ThreadBudget = ThreadBudget()
     asr_window_s: float = field(default_factory=lambda: float(_env("ASR_WINDOW_S", "10")))  # 30: Whisper's own padding
     warmup: bool = True

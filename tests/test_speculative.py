@@ -189,15 +189,20 @@ def test_serve_and_engine_flags_set_the_draft_chain(monkeypatch, tmp_path):
     assert (loads[0]["drafter"], loads[0]["draft_tokens"], loads[0]["min_draft_confidence"]) == (tmp_path, 2, 0.3)
     assert runner.invoke(app, ["engine", "--no-spec", "--min-draft-confidence", "0.5"]).exit_code == 0
     assert (loads[1]["drafter"], loads[1]["draft_tokens"], loads[1]["min_draft_confidence"]) == (None, 4, 0.5)
+    assert loads[0]["prompt_lookup"] is True and loads[1]["prompt_lookup"] is True  # on unless turned off
+    assert runner.invoke(app, ["engine", "--no-prompt-lookup"]).exit_code == 0 and loads.pop()["prompt_lookup"] is False
+    monkeypatch.setenv("TALKLINE_PROMPT_LOOKUP", "0")
     result = runner.invoke(app, ["serve", "--drafter", str(tmp_path), "--draft-tokens", "3"])
     assert result.exit_code == 0, result.output
     assert (settings[0].drafter, settings[0].draft_tokens, settings[0].min_draft_confidence) == (tmp_path, 3, 0.3)
+    assert settings[0].prompt_lookup is False
     threads = torch.get_num_threads()
     try:
         server.app.build_llm(settings[0])
     finally:
         torch.set_num_threads(threads)
     assert (loads[2]["drafter"], loads[2]["draft_tokens"], loads[2]["min_draft_confidence"]) == (tmp_path, 3, 0.3)
+    assert loads[2]["prompt_lookup"] is False
 
 
 def test_the_committed_drafter_is_lossless_and_drafts_for_the_tuned_model(stages):
