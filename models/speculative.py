@@ -52,7 +52,7 @@ def draft_probabilities(drafter: Eagle3Drafter, logits: torch.Tensor, vocab_size
 
 def draft_chain(
     drafter: Eagle3Drafter, cache: DrafterCache, logits: torch.Tensor, hidden: torch.Tensor, n: int, k: int,
-    temperature: float, vocab: int, generator: torch.Generator | None, min_confidence: float, lookup: ContextLookup | None,
+    temperature: float, generator: torch.Generator | None, min_confidence: float, lookup: ContextLookup | None,
 ) -> tuple[list[int], list[torch.Tensor | None]]:
     """Up to k drafts after the round's first token (at position n), from the drafter's state after the catch-up
     (`logits`, `hidden`): the lookup's token where it has one, else the drafter's. The drafter is fed a draft
@@ -68,7 +68,7 @@ def draft_chain(
                 fed += 1
             if j and min_confidence > 0 and torch.softmax(logits[0, -1].float(), -1).max() < min_confidence:
                 break
-        q = draft_probabilities(drafter, logits[0, -1:], vocab, temperature)[0] if temperature > 0 else None
+        q = draft_probabilities(drafter, logits[0, -1:], drafter.config.vocab_size, temperature)[0] if temperature > 0 else None
         if seen is None:
             seen = int(torch.multinomial(q, 1, generator=generator)) if q is not None else int(drafter.draft_to_target(logits[0, -1].argmax()))
         drafts.append(seen)
@@ -96,7 +96,7 @@ def speculative_decode(
     With `prompt_lookup` (greedy only), a position whose last tokens occurred earlier in the context drafts
     what followed them there (`ContextLookup`) instead of the drafter's guess, and keeps the chain going.
     """
-    token, vocab = first_token, model.config.vocab_size
+    token = first_token
     lookup = ContextLookup(session.ids + [token]) if prompt_lookup and temperature <= 0 else None
     while not cancelled():
         n = len(session.ids)
@@ -105,7 +105,7 @@ def speculative_decode(
         next_ids = torch.tensor([session.ids[start + 1 :] + [token]])  # [1, n - start]
         positions = torch.arange(start, n)[None]
         logits, hidden = drafter(drafter.embed(next_ids), session.aux[start:n][None], positions, session.draft_cache)
-        drafts, probs = draft_chain(drafter, session.draft_cache, logits, hidden, n, k, temperature, vocab, generator, min_confidence, lookup)
+        drafts, probs = draft_chain(drafter, session.draft_cache, logits, hidden, n, k, temperature, generator, min_confidence, lookup)
         target_logits = session.forward(model, [token, *drafts])  # [len(drafts)+1, V]: verify all drafts at once
         accepted, token_next = accept_drafts(target_logits, drafts, torch.stack(probs) if temperature > 0 else None, temperature, generator)
         session.crop(n + 1 + accepted)  # roll back rejected drafts in the target...

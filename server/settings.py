@@ -16,6 +16,11 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"TALKLINE_{name}", default)
 
 
+def _env_flag(name: str, default: bool) -> bool:
+    """A TALKLINE_* on/off variable: 0, false, no or off turn it off."""
+    return _env(name, "1" if default else "0").strip().lower() not in ("0", "false", "no", "off")
+
+
 def _env_list(name: str) -> list[str]:
     """A comma-separated TALKLINE_* variable as a list, blanks dropped."""
     return [item.strip() for item in _env(name, "").split(",") if item.strip()]
@@ -45,7 +50,7 @@ class Settings:
     drafter: Path | None = None  # EAGLE3 drafter of the embedded engine; None: plain greedy decoding
     draft_tokens: int = field(default_factory=lambda: int(_env("DRAFT_TOKENS", "4")))  # longest draft chain
     min_draft_confidence: float = field(default_factory=lambda: float(_env("MIN_DRAFT_CONFIDENCE", "0.6")))
-    prompt_lookup: bool = field(default_factory=lambda: _env("PROMPT_LOOKUP", "1").lower() not in ("0", "false", "no", "off"))
+    prompt_lookup: bool = field(default_factory=lambda: _env_flag("PROMPT_LOOKUP", True))
     threads: ThreadBudget = ThreadBudget()
     asr_window_s: float = field(default_factory=lambda: float(_env("ASR_WINDOW_S", "10")))  # 30: Whisper's own padding
     warmup: bool = True
