@@ -55,23 +55,25 @@ def draft_chain(
     temperature: float, generator: torch.Generator | None, min_confidence: float, lookup: ContextLookup | None,
 ) -> tuple[list[int], list[torch.Tensor | None]]:
     """Up to k drafts after the round's first token (at position n), from the drafter's state after the catch-up
-    (`logits`, `hidden`): the lookup's token where it has one, else the drafter's. The drafter is fed a draft
-    only when a later position needs its guess, so chains the context continues cost no drafter steps."""
+    (`logits`, `hidden`). Greedy: the lookup's token where it has one, unless the drafter is sure of another
+    (`Proposal.vetoed_by`), else the drafter's; the chain ends where the drafter alone is unsure."""
     drafts: list[int] = []
     probs: list[torch.Tensor | None] = []
-    fed = 0  # drafts the drafter has read: its logits guess position `fed`
     for j in range(k):
-        seen = lookup.propose(drafts) if lookup is not None else None
-        if seen is None:
-            while fed < j:
-                logits, hidden = drafter(drafter.embed(torch.tensor([[drafts[fed]]])), hidden[:, -1:], torch.tensor([[n + fed]]), cache)
-                fed += 1
-            if j and min_confidence > 0 and torch.softmax(logits[0, -1].float(), -1).max() < min_confidence:
-                break
-        q = draft_probabilities(drafter, logits[0, -1:], drafter.config.vocab_size, temperature)[0] if temperature > 0 else None
-        if seen is None:
-            seen = int(torch.multinomial(q, 1, generator=generator)) if q is not None else int(drafter.draft_to_target(logits[0, -1].argmax()))
-        drafts.append(seen)
+        if j:
+            logits, hidden = drafter(drafter.embed(torch.tensor([[drafts[-1]]])), hidden[:, -1:], torch.tensor([[n + j - 1]]), cache)
+        confidence, guess = torch.softmax(logits[0, -1].float(), -1).max(-1)
+        guess, confidence = int(drafter.draft_to_target(guess)), float(confidence)
+        proposal = lookup.propose(drafts) if lookup is not None else None  # a lookup exists for greedy chains only
+        q = None
+        if proposal is not None and not proposal.vetoed_by(guess, confidence):
+            guess = proposal.token
+        elif j and confidence < min_confidence:
+            break
+        elif temperature > 0:
+            q = draft_probabilities(drafter, logits[0, -1:], drafter.config.vocab_size, temperature)[0]
+            guess = int(torch.multinomial(q, 1, generator=generator))
+        drafts.append(guess)
         probs.append(q)
     return drafts, probs
 
@@ -94,7 +96,8 @@ def speculative_decode(
     The chain stops early (after at least one draft) once the drafter's top probability falls below
     `min_confidence`, so an unsure drafter costs fewer verified positions; the output is unchanged.
     With `prompt_lookup` (greedy only), a position whose last tokens occurred earlier in the context drafts
-    what followed them there (`ContextLookup`) instead of the drafter's guess, and keeps the chain going.
+    what followed them there (`ContextLookup`) unless the drafter is sure of another token, and keeps the
+    chain going.
     """
     token = first_token
     lookup = ContextLookup(session.ids + [token]) if prompt_lookup and temperature <= 0 else None
