@@ -148,7 +148,7 @@ class StepBudget:
         """The run's step count once `step` steps are done (10% over the budget stops it at once)."""
         now = time.perf_counter()
         elapsed = now - self.began
-        if elapsed > self.minutes * 66:
+        if elapsed > self.minutes * 60 * 1.1:
             return min(steps, step)
         if step - self.start < 2:
             return steps
