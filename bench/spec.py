@@ -106,6 +106,7 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int) -> dict:
 def main(
     prompts_file: Path, drafter: Path | None, max_new_tokens: int, out: Path | None, threads: int = 1,
     draft_tokens: int = 4, min_confidence: float = 0.0, limit: int | None = None, prompt_lookup: bool = True,
+    phrases: bool = True, learn_phrases: bool = True,
 ) -> dict:
     """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them); print and return the report."""
     torch.set_num_threads(threads)
@@ -113,12 +114,14 @@ def main(
     plain = Engine.load()
     draft = None if drafter else random_drafter(plain.model.config, 8192, seed=0)
     spec = (
-        Engine.load(drafter=drafter, draft_tokens=draft_tokens, min_draft_confidence=min_confidence, prompt_lookup=prompt_lookup)
+        Engine.load(drafter=drafter, draft_tokens=draft_tokens, min_draft_confidence=min_confidence, prompt_lookup=prompt_lookup,
+                    phrases=phrases, learn_phrases=learn_phrases)
         if drafter else Engine(plain.model, plain.tokenizer, draft, draft_tokens, min_confidence, prompt_lookup)
     )
     report = {"drafter": str(drafter) if drafter else "random (untrained, seed 0)", "threads": threads,
               "prompts_file": str(prompts_file),
               "min_confidence": min_confidence, "prompt_lookup": prompt_lookup,
+              "phrases": len(spec.phrases) if spec.phrases is not None else None, "learn_phrases": learn_phrases,
               **compare(plain, spec, prompts, max_new_tokens)}
     print(f"drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
     for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "ttft_ms", "followup_ttft_ms"):

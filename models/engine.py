@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreT
 from models import assets
 from models.eagle3 import DrafterCache, Eagle3Drafter, load_drafter
 from models.invariance import make_batch_invariant
+from models.phrases import PHRASES_NAME, PhraseMemory
 from models.speculative import speculative_decode
 
 
@@ -129,13 +130,17 @@ class Engine:
         draft_tokens: int = 4,
         min_draft_confidence: float = 0.0,
         prompt_lookup: bool = False,
+        phrases: PhraseMemory | None = None,
+        learn_phrases: bool = True,
     ) -> None:
         self.model = make_batch_invariant(model.eval())
         self.tokenizer = tokenizer
         stop = {tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(list(STOP_TOKENS))} - {tokenizer.unk_token_id}
         self.stop_ids = {t for t in stop if isinstance(t, int) and t >= 0}
         self.draft_tokens, self.min_draft_confidence = draft_tokens, min_draft_confidence
-        self.prompt_lookup = prompt_lookup  # greedy chains also draft from earlier context (models/lookup.py)
+        self.prompt_lookup = prompt_lookup  # greedy chains also draft from earlier context (models/lookup.py)...
+        self.phrases = phrases  # ...and, with it, from the target's past replies (models/phrases.py)
+        self.learn_phrases = learn_phrases  # every reply served joins `phrases`
         self.drafter: Eagle3Drafter | None = None
         if drafter is not None:
             self.set_drafter(drafter)
@@ -150,13 +155,19 @@ class Engine:
         model: str = "tuned",
         min_draft_confidence: float = 0.0,
         prompt_lookup: bool = False,
+        phrases: bool = True,
+        learn_phrases: bool = True,
     ) -> Engine:
-        """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2)."""
+        """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2).
+
+        With `prompt_lookup` and `phrases`, the drafter folder's phrase memory (`phrases.json`) comes along."""
         path = path or assets.llm_dir(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         draft = load_drafter(drafter, dtype=dtype)[0] if drafter else None
-        return cls(lm, tokenizer, draft, draft_tokens, min_draft_confidence, prompt_lookup)
+        shipped = Path(drafter) / PHRASES_NAME if drafter else None
+        memory = PhraseMemory.load(shipped) if prompt_lookup and phrases and shipped and shipped.exists() else None
+        return cls(lm, tokenizer, draft, draft_tokens, min_draft_confidence, prompt_lookup, memory, learn_phrases)
 
     def set_drafter(self, drafter: Eagle3Drafter | None) -> None:
         """Use an EAGLE3 drafter (sharing this model's embeddings), or None for plain decoding."""
@@ -215,16 +226,22 @@ class Engine:
             else:
                 rest = speculative_decode(
                     self.model, self.drafter, session, first, self.draft_tokens, temperature, stats, cancelled, generator,
-                    self.min_draft_confidence, self.prompt_lookup,
+                    self.min_draft_confidence, self.prompt_lookup, self.phrases,
                 )
-            for token in itertools.chain([first], rest):
-                if token in self.stop_ids:
-                    break
-                stats.new_tokens += 1
-                yield token
-                if cancelled() or stats.new_tokens >= max_new_tokens:
-                    break
-            stats.decode_s = time.perf_counter() - t0 - stats.prefill_s
+            reply: list[int] = []
+            try:
+                for token in itertools.chain([first], rest):
+                    reply.append(token)
+                    if token in self.stop_ids:
+                        break
+                    stats.new_tokens += 1
+                    yield token
+                    if cancelled() or stats.new_tokens >= max_new_tokens:
+                        break
+            finally:
+                stats.decode_s = time.perf_counter() - t0 - stats.prefill_s
+                if self.phrases is not None and self.learn_phrases:
+                    self.phrases.add(reply)
 
     def _plain_decode(
         self, session: Session, token: int, temperature: float, stats: GenerationStats, generator: torch.Generator | None

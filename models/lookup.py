@@ -2,12 +2,17 @@
 
 A voice agent's reply repeats its context (a profile's facts, the caller's booking code, its own earlier
 phrases), where a small drafter guesses worst. A table of every n-gram in the context (n from `shortest`
-to `longest`) gives, in O(1) a lookup, what came after its most recent occurrence.
+to `longest`) gives, in O(1) a lookup, what came after its most recent occurrence. Where the context has
+none, the target's past replies may (`models/phrases.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from models.phrases import PhraseMemory
 
 LONG_MATCH = 6  # a proposal whose context agrees this far back is trusted over a drafter short of VETO_LONG
 VETO = 0.99  # the drafter's top probability at which it overrides a disagreeing proposal...
@@ -16,23 +21,31 @@ VETO_LONG = 0.999  # ...and at which it overrides one backed by a LONG_MATCH
 
 @dataclass(frozen=True)
 class Proposal:
-    """The token the context continues with, and how many tokens before it agree (at least the n-gram's n)."""
+    """A drafted token, how many tokens before it agree with where it was seen (at least the n-gram's n), and
+    the drafter's top probability at which a different guess overrides it."""
 
     token: int
     matched: int
+    veto: float
 
     def vetoed_by(self, guess: int, confidence: float) -> bool:
-        """A drafter this sure of another token is right more often than the lookup (measured on held-out
-        scenarios: its generic priors lose to copied facts below 0.99, win above)."""
-        return guess != self.token and confidence >= (VETO_LONG if self.matched >= LONG_MATCH else VETO)
+        """Whether the drafter is sure enough of another token (measured on held-out scenarios: its generic
+        priors lose to copied facts below VETO, win above)."""
+        return guess != self.token and confidence >= self.veto
+
+
+def context_proposal(token: int, matched: int) -> Proposal:
+    """A token copied from the context: the longer its match, the surer the drafter must be to override it."""
+    return Proposal(token, matched, VETO_LONG if matched >= LONG_MATCH else VETO)
 
 
 class ContextLookup:
-    """N-gram table over a growing token context; `propose` continues a tail the way the context did."""
+    """N-gram table over a growing token context; `propose` continues a tail the way the context did, else
+    the way the target's past replies (`phrases`) most often did."""
 
-    def __init__(self, ids: list[int], shortest: int = 2, longest: int = 4) -> None:
+    def __init__(self, ids: list[int], shortest: int = 2, longest: int = 4, phrases: PhraseMemory | None = None) -> None:
         self.ids: list[int] = []
-        self.shortest, self.longest = shortest, longest
+        self.shortest, self.longest, self.phrases = shortest, longest, phrases
         self.table: dict[tuple[int, ...], int] = {}
         self.extend(ids)
 
@@ -46,7 +59,7 @@ class ContextLookup:
 
     def propose(self, drafts: list[int]) -> Proposal | None:
         """The next token after context + `drafts` by the longest n-gram seen before, or None."""
-        reach = max(LONG_MATCH, self.longest)
+        reach = max(LONG_MATCH, self.longest, self.phrases.longest if self.phrases is not None else 0)
         tail = (self.ids[-reach:] + drafts)[-reach:]
         for n in range(min(self.longest, len(tail)), self.shortest - 1, -1):
             at = self.table.get(tuple(tail[-n:]))
@@ -54,5 +67,5 @@ class ContextLookup:
                 matched = n
                 while matched < len(tail) and matched < at and self.ids[at - 1 - matched] == tail[-1 - matched]:
                     matched += 1
-                return Proposal(self.ids[at], matched)
-        return None
+                return context_proposal(self.ids[at], matched)
+        return self.phrases.propose(tail) if self.phrases is not None else None

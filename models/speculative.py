@@ -12,6 +12,7 @@ from models.lookup import ContextLookup
 
 if TYPE_CHECKING:
     from models.engine import GenerationStats, Session
+    from models.phrases import PhraseMemory
 
 
 def accept_drafts(
@@ -90,6 +91,7 @@ def speculative_decode(
     generator: torch.Generator | None = None,
     min_confidence: float = 0.0,
     prompt_lookup: bool = False,
+    phrases: PhraseMemory | None = None,
 ) -> Iterator[int]:
     """Yield tokens after `first_token` (already sampled, not yet in the cache) until the caller stops.
 
@@ -97,10 +99,10 @@ def speculative_decode(
     `min_confidence`, so an unsure drafter costs fewer verified positions; the output is unchanged.
     With `prompt_lookup` (greedy only), a position whose last tokens occurred earlier in the context drafts
     what followed them there (`ContextLookup`) unless the drafter is sure of another token, and keeps the
-    chain going.
+    chain going; where the context has none, `phrases` may (the target's past replies, `models/phrases.py`).
     """
     token = first_token
-    lookup = ContextLookup(session.ids + [token]) if prompt_lookup and temperature <= 0 else None
+    lookup = ContextLookup(session.ids + [token], phrases=phrases) if prompt_lookup and temperature <= 0 else None
     while not cancelled():
         n = len(session.ids)
         # catch the drafter up on verified positions: position p sees (embedding of token p+1, target features at p)

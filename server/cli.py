@@ -27,7 +27,8 @@ MinDraftConfidence = Annotated[float | None, typer.Option(
     help="after its first draft, a chain ends once the drafter's top probability drops below this "
     "[TALKLINE_MIN_DRAFT_CONFIDENCE, 0.6]"
 )]
-PROMPT_LOOKUP_HELP = "greedy chains also draft what followed the same tokens earlier in the conversation"
+PROMPT_LOOKUP_HELP = ("greedy chains also draft what followed the same tokens earlier in the conversation, else in the "
+                      "target's past replies (the drafter's phrases.json, grown by each reply)")
 PromptLookup = Annotated[bool | None, typer.Option(
     "--prompt-lookup/--no-prompt-lookup", help=PROMPT_LOOKUP_HELP + " [TALKLINE_PROMPT_LOOKUP, on]",
 )]
@@ -141,12 +142,14 @@ def bench_spec(
     min_confidence: Annotated[float, typer.Option(help="end a chain once the drafter's top probability drops below this")] = 0.0,
     limit: Annotated[int | None, typer.Option(help="a seeded sample of this many prompts")] = None,
     prompt_lookup: Annotated[bool, typer.Option(help=PROMPT_LOOKUP_HELP)] = True,
+    phrases: Annotated[bool, typer.Option(help="with prompt lookup, also draft from the drafter folder's phrases.json")] = True,
+    learn_phrases: Annotated[bool, typer.Option(help="each reply joins the phrase memory, as when serving")] = True,
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness."""
     from bench import spec
 
     spec.main(prompts, drafter, max_new_tokens, out, draft_tokens=draft_tokens, min_confidence=min_confidence, limit=limit,
-              prompt_lookup=prompt_lookup)
+              prompt_lookup=prompt_lookup, phrases=phrases, learn_phrases=learn_phrases)
 
 
 MULTI_VALUE_OPTIONS = ("--audio",)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from models import assets
 from models.eagle3 import DrafterCache, load_drafter, random_drafter
 from models.engine import Engine, GenerationStats
+from models.phrases import PhraseMemory
 from server.cli import app
 from training.drafter.conversations import DialogSample, dialog_sample, dialog_samples, load_dialog_samples, load_dialogs, prompts_of
 from training.drafter.features import Batch, target_features
@@ -195,7 +196,7 @@ SGLANG_KEYS = {
 
 
 def test_checkpoint_is_sglang_llama_eagle3(tiny_run):
-    assert sorted(p.name for p in tiny_run.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in tiny_run.iterdir()) == ["config.json", "model.safetensors", "phrases.json"]
     tensors = load_file(tiny_run / "model.safetensors")
     assert {k: tuple(v.shape) for k, v in tensors.items()} == SGLANG_KEYS
     assert tensors["fc.weight"].dtype == torch.bfloat16 and tensors["d2t"].dtype == torch.int64 and tensors["t2d"].dtype == torch.bool
@@ -216,6 +217,8 @@ def test_checkpoint_is_sglang_llama_eagle3(tiny_run):
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, 41)) and len(metrics[0]["step_acc"]) == 3
     assert sorted(p.name for p in (run / "checkpoint").iterdir()) == ["config.json", "model.safetensors", "trainer.pt"]
+    replies = [json.loads(line)["reply_ids"] for line in (run / "replies.jsonl").read_text().splitlines()]
+    assert sorted(PhraseMemory.load(tiny_run / "phrases.json").replies) == sorted(r for r in replies if len(r) >= 3)
 
 
 def mean_acceptance(engine: Engine, chats: list[list[dict]]) -> float:

@@ -11,7 +11,7 @@ import torch
 from bench.spec import load_prompts
 from models.eagle3 import random_drafter
 from models.engine import Engine, GenerationStats
-from models.lookup import LONG_MATCH, ContextLookup, Proposal
+from models.lookup import LONG_MATCH, VETO, VETO_LONG, ContextLookup, Proposal
 from models.speculative import draft_chain
 from pipeline.prompt import build_messages
 
@@ -20,18 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_longest_earlier_n_gram_gives_the_next_token():
     lookup = ContextLookup([5, 6, 7, 8, 1, 6, 7, 9, 2, 5, 6, 7])
-    assert lookup.propose([]) == Proposal(8, 3)  # "6 7" was last followed by 9, but "5 6 7" by 8: the longer match wins...
+    assert lookup.propose([]) == Proposal(8, 3, VETO)  # "6 7" was last followed by 9, but "5 6 7" by 8: the longer match wins...
     lookup = ContextLookup([5, 6, 7, 8, 1, 6, 7, 9, 2, 4, 6, 7])
-    assert lookup.propose([]) == Proposal(9, 2)  # ...while here only "6 7" matches, most recently followed by 9
+    assert lookup.propose([]) == Proposal(9, 2, VETO)  # ...while here only "6 7" matches, most recently followed by 9
     assert lookup.propose([3]) is None  # "7 3" never occurred
     assert lookup.propose([8]).token == 1  # drafts extend the tail: "7 8" was followed by 1
 
 
 def test_a_proposal_counts_how_far_back_its_context_agrees():
     lookup = ContextLookup([1, 2, 3, 4, 5, 6, 7, 8, 0, 9, 2, 3, 4, 5, 6, 7])
-    assert lookup.propose([]) == Proposal(8, LONG_MATCH)  # "2 .. 7" agree: 6 tokens, past the 4-gram itself
-    assert lookup.propose([8, 0]) == Proposal(9, LONG_MATCH)
-    assert ContextLookup([3, 4, 5, 6, 7, 8, 1, 4, 5, 6, 7]).propose([]) == Proposal(8, 4)
+    assert lookup.propose([]) == Proposal(8, LONG_MATCH, VETO_LONG)  # "2 .. 7" agree: 6 tokens, past the 4-gram itself
+    assert lookup.propose([8, 0]) == Proposal(9, LONG_MATCH, VETO_LONG)
+    assert ContextLookup([3, 4, 5, 6, 7, 8, 1, 4, 5, 6, 7]).propose([]) == Proposal(8, 4, VETO)
 
 
 def test_a_tail_never_matches_itself_and_new_tokens_are_indexed_once_continued():

@@ -279,8 +279,13 @@ def test_ship_drafter_copies_the_checkpoint_and_benchmark_figures(tmp_path):
     bench = tmp_path / "spec.json"
     bench.write_text(json.dumps({"speedup": 1.1, "mean_accept_len": 1.8, "prompts": [{"identical": True}],
                                  "sweep": {"2": {"speedup": 1.2, "prompts": []}}}))
+    (drafter / "phrases.json").write_text('{"replies": [[1, 2, 3]]}')
     ship_drafter(drafter, [run], [bench], "make train-drafter", out)
     assert (out / "model.safetensors").read_bytes() == b"drafter" and (out / "config.json").is_file()
+    assert (out / "phrases.json").read_text() == '{"replies": [[1, 2, 3]]}'
+    (drafter / "phrases.json").unlink()  # a drafter without phrases leaves none of its predecessor's behind
+    ship_drafter(drafter, [run], [bench], "make train-drafter", out)
+    assert not (out / "phrases.json").exists()
     record = json.loads((out / "run.json").read_text())
     assert record["runs"]["domain-run"]["config"]["steps"] == 7
     assert record["eval"]["spec"] == {"speedup": 1.1, "mean_accept_len": 1.8, "sweep": {"2": {"speedup": 1.2}}}

@@ -10,6 +10,7 @@ from pathlib import Path
 from models.assets import DRAFTER_DIR, TUNED_ADAPTER_DIR
 from models.eagle3 import CONFIG_NAME, WEIGHTS_NAME
 from models.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from models.phrases import PHRASES_NAME
 
 EVAL_KEYS = ("scenarios_file", "pass_rate", "per_check", "per_kind", "scenarios")
 
@@ -38,13 +39,17 @@ def _eval_summary(path: Path) -> dict:
 
 def ship(
     source: Path, runs: list[Path], evals: list[Path], reproduce: str, out: Path = TUNED_ADAPTER_DIR,
-    files: tuple[str, ...] = (ADAPTER_CONFIG, ADAPTER_WEIGHTS),
+    files: tuple[str, ...] = (ADAPTER_CONFIG, ADAPTER_WEIGHTS), optional: tuple[str, ...] = (),
 ) -> Path:
     """The adapter's (or drafter's) files, plus run.json: each stage's config and final metrics, the eval or
     benchmark results, and the commands that reproduce it."""
     out.mkdir(parents=True, exist_ok=True)
     for name in files:
         shutil.copyfile(source / name, out / name)
+    for name in optional:
+        (out / name).unlink(missing_ok=True)
+        if (source / name).exists():
+            shutil.copyfile(source / name, out / name)
     record = {
         "stages": [run.name for run in runs],
         "runs": {
@@ -60,4 +65,4 @@ def ship(
 
 def ship_drafter(drafter: Path, runs: list[Path], benches: list[Path], reproduce: str, out: Path = DRAFTER_DIR) -> Path:
     """An EAGLE3 drafter into models/drafters/talkline, which turns speculative decoding on by default."""
-    return ship(drafter, runs, benches, reproduce, out, files=(CONFIG_NAME, WEIGHTS_NAME))
+    return ship(drafter, runs, benches, reproduce, out, files=(CONFIG_NAME, WEIGHTS_NAME), optional=(PHRASES_NAME,))

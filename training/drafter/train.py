@@ -1,8 +1,9 @@
 """Train an EAGLE3 drafter on the target's own replies (SpecForge-style, online features, TTT unroll).
 
 Stage "broad": general prompts (`prompts.py`); stage "domain": dialogs JSONL (`conversations.py`), usually
-from a stage-1 drafter via `init`. Writes `out` (a plain SGLang drafter) and `run_dir` (config.json,
-metrics.jsonl, replies.jsonl, checkpoint/ to resume from).
+from a stage-1 drafter via `init`. Writes `out` (a plain SGLang drafter, plus phrases.json: the regenerated
+replies, for the engine's phrase memory) and `run_dir` (config.json, metrics.jsonl, replies.jsonl, checkpoint/
+to resume from).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tqdm import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.eagle3 import Eagle3Drafter, load_drafter, random_drafter
+from models.phrases import PHRASES_NAME, PhraseMemory
 from training.drafter.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint, save_final
 from training.drafter.conversations import DialogSample, load_dialog_samples, load_dialogs
 from training.drafter.features import target_features
@@ -233,4 +235,8 @@ def train(cfg: DrafterTrainConfig) -> Path:
                 save_checkpoint(run, drafter, optimizer, step)
     save_checkpoint(run, drafter, optimizer, max(start, cfg.steps))
     save_final(drafter, cfg.out, DTYPES[cfg.save_dtype])
+    if cfg.replies == "regenerated":  # the target's own phrasing, for drafting beside the drafter (models/phrases.py)
+        PhraseMemory([s.reply_ids for s in samples]).save(cfg.out / PHRASES_NAME)
+    else:  # written dialogs are not the target's phrasing: leave no earlier run's behind
+        (cfg.out / PHRASES_NAME).unlink(missing_ok=True)
     return cfg.out
