@@ -30,7 +30,7 @@ class Proposal:
 
     def vetoed_by(self, guess: int, confidence: float) -> bool:
         """Whether the drafter is sure enough of another token (measured on held-out scenarios: its generic
-        priors lose to copied facts below VETO, win above)."""
+        priors lose to copied facts below `veto`, win above)."""
         return guess != self.token and confidence >= self.veto
 
 
@@ -46,6 +46,7 @@ class ContextLookup:
     def __init__(self, ids: list[int], shortest: int = 2, longest: int = 4, phrases: PhraseMemory | None = None) -> None:
         self.ids: list[int] = []
         self.shortest, self.longest, self.phrases = shortest, longest, phrases
+        self.reach = max(LONG_MATCH, longest, phrases.longest if phrases is not None else 0)  # tail tokens `propose` reads
         self.table: dict[tuple[int, ...], int] = {}
         self.extend(ids)
 
@@ -59,8 +60,7 @@ class ContextLookup:
 
     def propose(self, drafts: list[int]) -> Proposal | None:
         """The next token after context + `drafts` by the longest n-gram seen before, or None."""
-        reach = max(LONG_MATCH, self.longest, self.phrases.longest if self.phrases is not None else 0)
-        tail = (self.ids[-reach:] + drafts)[-reach:]
+        tail = (self.ids[-self.reach :] + drafts)[-self.reach :]
         for n in range(min(self.longest, len(tail)), self.shortest - 1, -1):
             at = self.table.get(tuple(tail[-n:]))
             if at is not None:

@@ -19,12 +19,13 @@ from models.lookup import Proposal
 PHRASES_NAME = "phrases.json"  # beside a drafter's config.json: the target's replies, token ids
 PHRASE_VETO = 0.95  # the drafter's top probability at which it overrides a disagreeing phrase (chosen on held-out)
 MIN_SHARE = 0.6  # a continuation must be at least this share of what followed the n-gram to be proposed
+CAPACITY = 10_000  # replies remembered; the oldest are forgotten past it
 
 
 class PhraseMemory:
     """Continuation counts of every n-gram (n from `shortest` to `longest`) over the last `capacity` replies."""
 
-    def __init__(self, replies: Iterable[list[int]] = (), capacity: int = 10_000, shortest: int = 2, longest: int = 6) -> None:
+    def __init__(self, replies: Iterable[list[int]] = (), capacity: int = CAPACITY, shortest: int = 2, longest: int = 6) -> None:
         self.capacity, self.shortest, self.longest = capacity, shortest, longest
         self.replies: deque[list[int]] = deque()
         self.counts: dict[tuple[int, ...], dict[int, int]] = {}
@@ -76,5 +77,5 @@ class PhraseMemory:
         path.write_text(json.dumps({"replies": list(self.replies)}, separators=(",", ":")) + "\n")
 
     @classmethod
-    def load(cls, path: Path, capacity: int = 10_000) -> PhraseMemory:
+    def load(cls, path: Path, capacity: int = CAPACITY) -> PhraseMemory:
         return cls(json.loads(path.read_text())["replies"], capacity)
