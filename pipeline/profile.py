@@ -34,6 +34,9 @@ class LLMSettings(_Strict):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(64, ge=1, le=1024)
     history_turns: int = Field(8, ge=1, le=64, description="caller/agent exchanges kept in the prompt")
+    retrieved_facts: int = Field(
+        3, ge=0, le=10, description="facts or policies repeated right before the caller's question, best ranked first; 0 = off"
+    )
 
 
 class TurnSettings(_Strict):

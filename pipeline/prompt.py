@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +16,7 @@ VOICE_STYLE = (
     "You are speaking on a phone call: answer in at most two short sentences, about 35 words, "
     "with no lists, markdown, links or emoji, and say numbers the way a person would."
 )
+RELEVANT_HEADER = "Facts for the caller's question (answer from these if one fits):"
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,20 @@ def system_prompt(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-def build_messages(profile: Profile, history: list[Message], history_turns: int | None = None) -> list[dict]:
+def relevant_block(relevant: Sequence[str]) -> str:
+    """The retrieved facts as the system message that sits right before the caller's question."""
+    return "\n".join([RELEVANT_HEADER] + [f"- {speakable(item)}" for item in relevant])
+
+
+def build_messages(
+    profile: Profile, history: list[Message], history_turns: int | None = None, relevant: Sequence[str] = ()
+) -> list[dict]:
     """Chat messages for the model: the system prompt, then between N/2 and N recent exchanges.
 
     Old messages are dropped in blocks of N/2 exchanges rather than one at a time, so the prompt's
-    prefix (and the KV cache built on it) stays the same for several turns in a row.
+    prefix (and the KV cache built on it) stays the same for several turns in a row. `relevant` (facts the
+    retrieval ranked for this turn) goes in a short system message right before the caller's last message,
+    so the long system prompt stays a cached prefix.
     """
     keep = (profile.llm.history_turns if history_turns is None else history_turns) * 2
     recent = [m for m in history if m.content.strip()]
@@ -56,6 +67,8 @@ def build_messages(profile: Profile, history: list[Message], history_turns: int 
         recent = recent[-(-(len(recent) - keep) // step) * step :]
         while recent and recent[0].role == "tool":  # never a tool result without its call
             recent = recent[1:]
-    return [{"role": "system", "content": system_prompt(profile)}] + [
-        {"role": m.role, "content": m.content} for m in recent
-    ]
+    messages = [{"role": m.role, "content": m.content} for m in recent]
+    last_caller = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"), None)
+    if relevant and last_caller is not None:
+        messages.insert(last_caller, {"role": "system", "content": relevant_block(relevant)})
+    return [{"role": "system", "content": system_prompt(profile)}] + messages

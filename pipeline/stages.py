@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ import numpy as np
 from pipeline.asr import WhisperASR
 from pipeline.audio import resample
 from pipeline.llm import LLMBackend
+from pipeline.retrieval import Retriever
 from pipeline.tts import PiperTTS
 from pipeline.vad import SileroVAD
 
@@ -32,6 +34,7 @@ class Stages:
     asr: WhisperASR
     tts: PiperTTS
     llm: LLMBackend
+    retriever: Retriever
 
     async def warmup(self) -> None:
         """Run each model once so the first call is as fast as the tenth."""
@@ -39,10 +42,14 @@ class Stages:
         speech = await self.tts.synthesize_async("Hello, this is a warm up.")
         await self.asr.atranscribe(np.concatenate([resample(speech, self.tts.sample_rate, 16000), np.zeros(8000, np.float32)]))
         await self.llm.warmup()
+        if self.retriever.encoder is not None:
+            await asyncio.to_thread(self.retriever.encoder.embed, ["Hello, this is a warm up."])
         log.info("models warmed up in %.1f s", time.perf_counter() - t0)
 
 
 def load_stages(llm: LLMBackend, threads: ThreadBudget = ThreadBudget(), asr_window_s: float = 10.0) -> Stages:
-    """Load VAD, ASR and TTS beside an already built LLM backend."""
+    """Load VAD, ASR, TTS and the fact retriever's sentence embeddings beside an already built LLM backend."""
+    from models.embedder import Embedder
+
     asr = WhisperASR(threads=threads.asr, window_s=asr_window_s)
-    return Stages(vad=SileroVAD(), asr=asr, tts=PiperTTS(threads=threads.tts), llm=llm)
+    return Stages(vad=SileroVAD(), asr=asr, tts=PiperTTS(threads=threads.tts), llm=llm, retriever=Retriever(Embedder()))

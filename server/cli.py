@@ -144,15 +144,31 @@ def bench_spec(
     prompt_lookup: Annotated[bool, typer.Option(help=PROMPT_LOOKUP_HELP)] = True,
     phrases: Annotated[bool, typer.Option(help="with prompt lookup, also draft from the drafter folder's phrases.json")] = True,
     learn_phrases: Annotated[bool, typer.Option(help="each reply joins the phrase memory, as when serving")] = True,
+    retrieval: Annotated[bool, typer.Option(help="the facts retrieved for the turn before its last message, as served")] = True,
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness."""
     from bench import spec
 
     spec.main(prompts, drafter, max_new_tokens, out, draft_tokens=draft_tokens, min_confidence=min_confidence, limit=limit,
-              prompt_lookup=prompt_lookup, phrases=phrases, learn_phrases=learn_phrases)
+              prompt_lookup=prompt_lookup, phrases=phrases, learn_phrases=learn_phrases, retrieval=retrieval)
 
 
-MULTI_VALUE_OPTIONS = ("--audio",)
+@bench_app.command("retrieval")
+def bench_retrieval(
+    scenarios: Annotated[list[Path], typer.Option("--scenarios", help="scenario JSONL files (talkline eval's format)")] = [  # noqa: B006
+        Path("training/scenarios_brands_heldout.jsonl")
+    ],
+    out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+    top_layers: Annotated[Path | None, typer.Option(help="fine-tuned MiniLM layers to compare; default: the shipped ones")] = None,
+) -> None:
+    """Fact retrieval: recall@k of the facts a right reply needs (embedding, BM25, hybrid), bundled vs fine-tuned
+    encoder, and time per turn."""
+    from bench import retrieval
+
+    retrieval.main(scenarios, out, top_layers)
+
+
+MULTI_VALUE_OPTIONS = ("--audio", "--scenarios")
 
 
 def expand_multi_value(argv: list[str]) -> list[str]:

@@ -11,7 +11,7 @@ import torch
 from training.checks import has_markdown, run_checks
 from training.data.brands import TRAIN_ONLY_SECTORS
 from training.data.generate import SCENARIOS_PATH, TOOL_SCENARIOS_PATH, DataConfig, generate
-from training.rewards import action, brevity, escalation, fact, no_markdown, persona
+from training.rewards import action, brevity, escalation, fact, near_miss, no_markdown, persona
 from training.textnorm import contains, normalize
 
 pytest.importorskip("trl")
@@ -166,6 +166,20 @@ def test_rewards_on_hand_made_replies():
     assert brevity(["Sure, it costs thirty dollars.", long, "It costs thirty"]) == [1.0, 0.0, 0.5]
     assert brevity([[{"role": "assistant", "content": "One. Two. Three."}]]) == [0.5]
     assert no_markdown(["**Fee**: $30", "The fee is thirty dollars."]) == [0.0, 1.0]
+
+
+def test_near_miss_and_unknown_rewards_on_hand_made_replies():
+    fee = {"must_include_all": ["$47"], "must_not_include": ["as an ai", "Gannet Ferries", "71 dollars", "12 dollars"]}
+    replies = ["It's forty seven dollars each way.", "Forty seven dollars, or seventy one dollars for a long vehicle.",
+               "It's twelve dollars.", "As an AI I think forty seven dollars."]
+    assert near_miss(replies, checks=[fee] * 4) == [0.0, -1.0, -1.0, 0.0]
+    assert persona(replies, checks=[fee] * 4) == [0.0, 0.0, 0.0, -1.0]
+    assert fact(replies, kind=["two_fact"] * 4, checks=[fee] * 4) == [1.0, 1.0, 0.0, 1.0]
+    assert near_miss(["Sure."], checks=[{"must_not_include": ["as an ai"]}]) == [None]
+    unknown = {"must_include_any": ["don't have"], "must_not_include": ["47 dollars", "6 am"]}
+    said = ["I'm sorry, I don't have that information.", "I don't have that, but the car fare is forty seven dollars."]
+    assert escalation(said, kind=["unknown"] * 2, checks=[unknown] * 2) == [1.0, 1.0]
+    assert near_miss(said, checks=[unknown] * 2) == [0.0, -1.0]
 
 
 def _loss(model, tokenizer, conversations: list[list[dict]]) -> float:

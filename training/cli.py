@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -107,6 +108,48 @@ def train_ship(
     typer.echo(f"shipped: {shipped}")
 
 
+@train_app.command("brands")
+def brands_command(
+    out: Annotated[Path, typer.Option(help="SFT data folder: train.jsonl, general.jsonl, manifest.json")] = Path("runs/brands"),
+    scenarios: Annotated[Path, typer.Option(help="where the held-out scenarios go")] = Path("training/scenarios_brands_heldout.jsonl"),
+    seed: Annotated[int, typer.Option()] = 2026,
+    conversations: Annotated[int, typer.Option(help="conversations from the composed brand pools")] = 7000,
+    templated: Annotated[int, typer.Option(help="conversations from `train data`'s generator (tools, codes)")] = 3000,
+    retrieval: Annotated[bool, typer.Option(help="put the retrieved facts before each last caller turn, as calls do")] = True,
+) -> None:
+    """Composed-brand training data (43 sectors) and the held-out brand scenarios (10 other sectors, other writers)."""
+    from training.data.realistic.generate import BrandDataConfig, generate_brands
+
+    retriever = None
+    if retrieval:
+        import torch
+
+        from models.embedder import Embedder
+        from pipeline.retrieval import Retriever
+
+        torch.set_num_threads(1)
+        retriever = Retriever(Embedder())
+    cfg = BrandDataConfig(seed=seed, conversations=conversations, templated_conversations=templated)
+    manifest = generate_brands(out, cfg, scenarios, retriever)
+    typer.echo(json.dumps(manifest["counts"], indent=2))
+
+
+@train_app.command("retriever")
+def retriever_command(
+    out: Annotated[Path, typer.Option(help="folder for minilm_top_layers.safetensors and run.json")] = Path("runs/retriever"),
+    steps: Annotated[int, typer.Option()] = 600,
+    batch_size: Annotated[int, typer.Option(help="topics of one sector per step")] = 24,
+    lr: Annotated[float, typer.Option()] = 5e-5,
+    train_layers: Annotated[int, typer.Option(help="top encoder layers that learn")] = 3,
+    threads: Annotated[int, typer.Option(help="torch threads")] = 1,
+) -> None:
+    """Fine-tune the fact retriever's MiniLM top layers on the train pools' caller questions and facts."""
+    from training.retriever import RetrieverTrainConfig, train
+
+    record = train(RetrieverTrainConfig(out=out, steps=steps, batch_size=batch_size, lr=lr, train_layers=train_layers, threads=threads))
+    typer.echo(json.dumps(record["history"][-1]))
+
+
 def eval_command(
     scenarios: Annotated[Path, typer.Option(help="JSONL of {id, profile, messages, checks}")] = Path("training/scenarios_heldout.jsonl"),
     model: Annotated[str, typer.Option(help="base, tuned, gemma3-270m, or a model/adapter folder or .gguf file")] = "tuned",
@@ -114,6 +157,7 @@ def eval_command(
     limit: Annotated[int | None, typer.Option(help="only the first N scenarios")] = None,
     max_new_tokens: Annotated[int, typer.Option()] = 60,
     rescore: Annotated[Path | None, typer.Option(help="re-check the replies of this saved report instead (no model)")] = None,
+    retrieval: Annotated[bool, typer.Option(help="repeat the facts ranked for each turn before the question, as calls do")] = True,
 ) -> None:
     """Answer held-out scenarios greedily with the embedded engine (1 thread) and report check pass rates."""
     from training.eval import main, main_rescore
@@ -121,7 +165,7 @@ def eval_command(
     if rescore:
         main_rescore(scenarios, rescore, out)
     else:
-        main(scenarios, model, out, limit, max_new_tokens)
+        main(scenarios, model, out, limit, max_new_tokens, retrieval)
 
 
 def export_command(

@@ -13,6 +13,7 @@ from tqdm import tqdm
 from models.engine import Engine
 from pipeline.profile import parse_profile
 from pipeline.prompt import Message, build_messages
+from pipeline.retrieval import Retriever
 from training.checks import CHECK_NAMES, run_checks
 
 
@@ -21,11 +22,13 @@ def load_scenarios(path: Path, limit: int | None = None) -> list[dict]:
     return rows[:limit] if limit else rows
 
 
-def answer(engine: Engine, scenario: dict, max_new_tokens: int = 60) -> str:
-    """The engine's greedy reply to a scenario's history, prompted exactly as a call would be."""
+def answer(engine: Engine, scenario: dict, max_new_tokens: int = 60, retriever: Retriever | None = None) -> str:
+    """The engine's greedy reply to a scenario's history, prompted exactly as a call would be (with the facts the
+    retriever ranks for the turn; none without one)."""
     profile = parse_profile(scenario["profile"], scenario.get("id", "<scenario>"))
     history = [Message(m["role"], m["content"]) for m in scenario["messages"] if m["role"] in ("user", "assistant", "tool")]
-    prompt = engine.encode_chat(build_messages(profile, history))
+    relevant = retriever.relevant(profile, history) if retriever else []
+    prompt = engine.encode_chat(build_messages(profile, history, relevant=relevant))
     return "".join(engine.generate_text(engine.new_session(), prompt, max_new_tokens)).strip()
 
 
@@ -50,10 +53,10 @@ def summarize(results: list[dict]) -> dict:
     }
 
 
-def evaluate(engine: Engine, scenarios: list[dict], max_new_tokens: int = 60) -> list[dict]:
+def evaluate(engine: Engine, scenarios: list[dict], max_new_tokens: int = 60, retriever: Retriever | None = None) -> list[dict]:
     results = []
     for s in tqdm(scenarios, desc="eval", unit="scenario"):
-        reply = answer(engine, s, max_new_tokens)
+        reply = answer(engine, s, max_new_tokens, retriever)
         checks = run_checks(reply, s["checks"])
         meta = s.get("meta", {})
         results.append({
@@ -97,20 +100,24 @@ def main_rescore(scenarios: Path, report_path: Path, out: Path | None) -> dict:
     return write_report({**report, "scenarios_file": str(scenarios), "rescored_from": str(report_path), **summarize(results), "results": results}, out)
 
 
-def main(scenarios: Path, model: str, out: Path | None, limit: int | None = None, max_new_tokens: int = 60) -> dict:
+def main(
+    scenarios: Path, model: str, out: Path | None, limit: int | None = None, max_new_tokens: int = 60, retrieval: bool = True
+) -> dict:
     """Load the model (base, tuned, a folder, an adapter or a GGUF), run every scenario, print and save the report."""
     from models.assets import llm_dir
+    from models.embedder import Embedder
 
     torch.set_num_threads(1)
     path = llm_dir(model)
     t0 = time.perf_counter()
     engine = Engine.load(path)
     load_s = time.perf_counter() - t0
+    retriever = Retriever(Embedder()) if retrieval else None
     rows = load_scenarios(scenarios, limit)
     t0 = time.perf_counter()
-    results = evaluate(engine, rows, max_new_tokens)
+    results = evaluate(engine, rows, max_new_tokens, retriever)
     report = {
-        "model": model, "model_path": str(path), "scenarios_file": str(scenarios), "load_s": round(load_s, 1),
+        "model": model, "model_path": str(path), "scenarios_file": str(scenarios), "retrieval": retrieval, "load_s": round(load_s, 1),
         "eval_s": round(time.perf_counter() - t0, 1), **summarize(results), "results": results,
     }
     return write_report(report, out)

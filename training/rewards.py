@@ -7,7 +7,8 @@
 | brevity | 0.5 | 1 at <= 35 words, falling linearly to 0 at 70 words; halved past two sentences or when cut off unfinished |
 | no_markdown | 0.5 | 1 without markdown, list bullets, links or emoji, else 0 |
 | escalation | 1.0 | out-of-knowledge: 1 for saying it doesn't have that; human request: 1 for offering/confirming the transfer to the profile's team (0.5 without naming it); facts asked: -1 for a false "I don't have that" |
-| persona | 1.0 | -1 for breaking persona ("as an AI", "language model") or naming another brand (`checks.must_not_include`), else 0 |
+| persona | 1.0 | -1 for breaking persona ("as an AI", "language model") or naming another brand (`checks.must_not_include` without a number), else 0 |
+| near_miss | 1.5 | -1 for stating a value the reply must not (`checks.must_not_include` with a number: another fact's fee next to the asked one, any fact's number in an out-of-knowledge reply), else 0; None where no value is forbidden |
 | action | 1.5 | profiles with tools: 1 for calling the expected tool with the expected arguments (or rightly none), -1 for calling a tool that was not wanted, else 0 |
 
 Every reward but `action` scores the spoken part of the reply: the text before any tool call.
@@ -19,10 +20,11 @@ import re
 
 from training.checks import check_action, has_markdown, split_call, word_count
 from training.data.dialogues import DONT_KNOW
-from training.textnorm import contains
+from training.textnorm import contains, normalize
 
-FACT_KINDS = ("fact", "multi_fact", "slot")
-REWARD_WEIGHTS = {"fact": 2.0, "brevity": 0.5, "no_markdown": 0.5, "escalation": 1.0, "persona": 1.0, "action": 1.5}
+FACT_KINDS = ("fact", "multi_fact", "slot", "two_fact", "follow_up", "correction")
+UNKNOWN_KINDS = ("out_of_knowledge", "unknown")
+REWARD_WEIGHTS = {"fact": 2.0, "brevity": 0.5, "no_markdown": 0.5, "escalation": 1.0, "persona": 1.0, "near_miss": 1.5, "action": 1.5}
 
 
 def raw_text(completion: str | list[dict]) -> str:
@@ -75,7 +77,7 @@ def escalation(completions: list, kind: list[str], checks: list[dict], **_) -> l
     for completion, k, c in zip(completions, kind, checks):
         reply = text_of(completion)
         refuses = any(contains(reply, p) for p in DONT_KNOW)
-        if k == "out_of_knowledge":
+        if k in UNKNOWN_KINDS:
             out.append(1.0 if refuses else 0.0)
         elif k == "human":
             offered = any(contains(reply, p) for p in c.get("must_include_any") or [])
@@ -88,8 +90,21 @@ def escalation(completions: list, kind: list[str], checks: list[dict], **_) -> l
     return out
 
 
+def _forbidden(checks: dict, numbers: bool) -> list[str]:
+    """The reply's forbidden phrases that hold a number (values), or those that do not (persona breaks, rival brands)."""
+    return [p for p in checks.get("must_not_include") or [] if bool(re.search(r"\d", normalize(p))) == numbers]
+
+
 def persona(completions: list, checks: list[dict], **_) -> list[float]:
-    return [-1.0 if any(contains(text_of(x), p) for p in c.get("must_not_include") or []) else 0.0 for x, c in zip(completions, checks)]
+    return [-1.0 if any(contains(text_of(x), p) for p in _forbidden(c, False)) else 0.0 for x, c in zip(completions, checks)]
+
+
+def near_miss(completions: list, checks: list[dict], **_) -> list[float | None]:
+    out: list[float | None] = []
+    for completion, c in zip(completions, checks):
+        values = _forbidden(c, True)
+        out.append(None if not values else -1.0 if any(contains(text_of(completion), v) for v in values) else 0.0)
+    return out
 
 
 def action(completions: list, checks: list[dict], **_) -> list[float | None]:
@@ -104,4 +119,4 @@ def action(completions: list, checks: list[dict], **_) -> list[float | None]:
     return out
 
 
-REWARD_FUNCS = [fact, brevity, no_markdown, escalation, persona, action]
+REWARD_FUNCS = [fact, brevity, no_markdown, escalation, persona, near_miss, action]

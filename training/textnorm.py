@@ -8,8 +8,11 @@ from pipeline.spoken import MONEY_SIGNS, TENS, UNITS
 
 ORDINALS = {
     "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
-    "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "fifteenth": 15, "twentieth": 20, "thirtieth": 30,
+    "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13, "fourteenth": 14, "fifteenth": 15,
+    "sixteenth": 16, "seventeenth": 17, "eighteenth": 18, "nineteenth": 19, "twentieth": 20, "thirtieth": 30,
+    "fortieth": 40, "fiftieth": 50, "sixtieth": 60, "seventieth": 70, "eightieth": 80, "ninetieth": 90,
 }
+ORDINAL_END = "||"  # after an ordinal: "the first 30 minutes" is 1 and 30, never 130
 SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 WORD_VALUES = {w: i for i, w in enumerate(UNITS)} | {w: 10 * i for i, w in enumerate(TENS) if w != "_"}
 
@@ -50,6 +53,8 @@ def _words_to_digits(tokens: list[str]) -> list[str]:
             i += 1
         else:
             out.append(str(value))
+            if tokens[j - 1] in ORDINALS:
+                out.append(ORDINAL_END)
             i = j
     return out
 
@@ -88,7 +93,7 @@ _SUBSTITUTIONS = [
     (r"\b(dollars?|euros?|pounds?) and (\w+(?: \w+)?) cents?\b", r"\1 \2"),
     (r"\b(\d+)\.(\d+)\b", r"\1 point \2"),
     (r"%", " percent"),
-    (r"\b(\d+)(st|nd|rd|th)\b", r"\1"),
+    (r"\b(\d+)(st|nd|rd|th)\b", rf"\1 {ORDINAL_END} "),
     (r"\b([ap])\.?\s?m\b\.?", r" \1m"),
     (r"(\d+):00\b", r"\1"),
     (r"(\d+):(\d\d)\b", r"\1 \2"),
@@ -103,13 +108,14 @@ _SUBSTITUTIONS = [
 
 
 def normalize(text: str) -> str:
-    """Lowercase, numbers as digits, "$30" -> "30 dollar", "9 a.m." -> "9 am", punctuation dropped."""
+    """Lowercase, numbers as digits, "$30" -> "30 dollar", "9 a.m." -> "9 am", punctuation dropped; an ordinal
+    never runs into the number after it."""
     text = text.lower().replace("-", " - ")
     text = re.sub(r"(?<=\w) - (?=\w)", "-", text)
     for pattern, repl in _SUBSTITUTIONS:
         text = re.sub(pattern, repl, text)
     text = re.sub(r"[.!?]+", " || ", text.replace("-", " "))  # a sentence end also ends a spelled code
-    text = re.sub(r"[,;:]+", " | ", text)  # a pause ends a spoken number
+    text = re.sub(r"[,;:()+/]+", " | ", text)  # a pause (or a bracket, "65+", "8/10") ends a spoken number
     tokens = re.sub(r"[^a-z0-9| ]+", " ", text).split()
     return " ".join(t for t in _join_codes([t for t in _words_to_digits(tokens) if t != "|"]) if t != "||")
 

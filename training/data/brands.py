@@ -63,6 +63,26 @@ def brand_names(sector: Sector) -> list[str]:
     return [f"{stem} {suffix}" for stem in STEMS for suffix in sector.suffixes]
 
 
+def profile_data(
+    rng: random.Random, brand: str, sector: str, agent: str, roles: tuple[str, ...], facts: list[str],
+    policies: tuple[str, ...], team: str | None, at: str = "of",
+) -> dict:
+    """A brand's profile fields: persona ("You are Ava, <a role> <at> <brand>"), greeting, facts, some policies, escalation."""
+    traits = rng.sample(TRAITS, 2)
+    data = {
+        "id": re.sub(r"[^a-z0-9]+", "-", brand.lower()).strip("-")[:64],
+        "brand": brand,
+        "sector": sector,
+        "persona": f"You are {agent}, {rng.choice(roles)} {at} {brand}. You are {traits[0]} and {traits[1]}.",
+        "greeting": rng.choice(GREETINGS).format(brand=brand, name=agent),
+        "facts": facts,
+        "policies": rng.sample(policies, rng.randint(1, len(policies))),
+    }
+    if team:
+        data["escalation"] = {"target": f"+1800555{rng.randrange(10000):04d}", "description": team}
+    return data
+
+
 def make_brand(rng: random.Random, sector: Sector, brand: str, split: str) -> Brand:
     """A brand with 4-6 of its sector's facts (values drawn here), policies and an escalation target."""
     agent = rng.choice(AGENT_NAMES)
@@ -73,17 +93,6 @@ def make_brand(rng: random.Random, sector: Sector, brand: str, split: str) -> Br
     facts = [tidy(i.fact.format(v=known[i.name].written)) for i in intents[:keep]]
     facts[0] = facts[0][:1].upper() + facts[0][1:]
     team = rng.choice(sector.teams).format(brand=brand) if rng.random() < 0.9 else None
-    traits = rng.sample(TRAITS, 2)
-    data = {
-        "id": re.sub(r"[^a-z0-9]+", "-", brand.lower()).strip("-")[:64],
-        "brand": brand,
-        "sector": sector.name,
-        "persona": f"You are {agent}, {rng.choice(sector.roles)} of {brand}. You are {traits[0]} and {traits[1]}.",
-        "greeting": rng.choice(GREETINGS).format(brand=brand, name=agent),
-        "facts": facts,
-        "policies": rng.sample(sector.policies, rng.randint(1, len(sector.policies))),
-    }
-    if team:
-        data["escalation"] = {"target": f"+1800555{rng.randrange(10000):04d}", "description": team}
+    data = profile_data(rng, brand, sector.name, agent, sector.roles, facts, sector.policies, team)
     profile = parse_profile(data, brand)
     return Brand(profile, sector, agent, team, known, tuple(intents[keep:]), split)

@@ -38,6 +38,7 @@ class Dialogue:
     tools: bool = False  # the profile declares tools: the checks then include the expected action
     action: str | None = None  # the tool the last reply must call (None: no call)
     arguments: dict = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=list)  # values a right reply never says (a neighbouring fact's)
 
     def __post_init__(self) -> None:
         self.history = [Message(m.role, tidy(m.content)) for m in self.history]
@@ -47,7 +48,7 @@ class Dialogue:
         checks = {
             "must_include_any": self.include_any,
             "must_include_all": self.include_all,
-            "must_not_include": PERSONA_BREAKS + rivals,
+            "must_not_include": PERSONA_BREAKS + rivals + self.exclude,
             "max_words": MAX_WORDS,
             "no_markdown": True,
         }

@@ -9,7 +9,9 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
-from pipeline.prompt import build_messages
+from pipeline.profile import Profile
+from pipeline.prompt import Message, build_messages
+from pipeline.retrieval import Retriever
 from training.data.brands import SECTORS, TRAIN_ONLY_SECTORS, Brand, brand_names, make_brand
 from training.data.callers import TONES
 from training.data import tooluse
@@ -78,7 +80,7 @@ def _rivals(rng: random.Random, brand: Brand) -> list[str]:
     return rng.sample([n for n in brand_names(brand.sector) if not n.startswith(stem + " ")], 3)
 
 
-def conversation(rng: random.Random, brand: Brand, kind: str, tone: str) -> dict:
+def conversation(rng: random.Random, brand: Brand, kind: str, tone: str, retriever: Retriever | None = None) -> dict:
     """One chat-format training record: system prompt via build_messages, then the dialogue."""
     if kind == "slot" and brand.profile.tools:
         kind = "tool"  # a brand that can look records up does
@@ -86,22 +88,27 @@ def conversation(rng: random.Random, brand: Brand, kind: str, tone: str) -> dict
     if kind == "human" and brand.profile.tools:
         build = partial(human, offer_share=0.0)  # a brand that can transfer does, when asked, without offering first
     dialogue = with_actions(build(rng, brand, tone), brand)
-    return _record(brand, dialogue, _rivals(rng, brand))
+    return _record(brand, dialogue, _rivals(rng, brand), retriever)
 
 
-def _record(brand: Brand, dialogue: Dialogue, rivals: list[str]) -> dict:
+def _record(brand: Brand, dialogue: Dialogue, rivals: list[str], retriever: Retriever | None = None) -> dict:
     meta = {
         "sector": brand.sector.name, "intent": dialogue.intent, "tone": dialogue.tone, "kind": dialogue.kind,
         "brand": brand.name, "split": brand.split, "curriculum_stage": curriculum_stage(dialogue.kind, dialogue.tone),
         "checks": dialogue.checks(rivals),
     }
-    return {"messages": build_messages(brand.profile, dialogue.history), "meta": meta}
+    return {"messages": training_messages(brand.profile, dialogue.history, retriever), "meta": meta}
 
 
-def conversations(cfg: DataConfig, brands: list[Brand], n: int, salt: str) -> list[dict]:
+def training_messages(profile: Profile, history: list[Message], retriever: Retriever | None) -> list[dict]:
+    """A conversation as the model sees it, its last caller turn with the facts the retriever ranks for it."""
+    return build_messages(profile, history, relevant=retriever.relevant(profile, history) if retriever else ())
+
+
+def conversations(cfg: DataConfig, brands: list[Brand], n: int, salt: str, retriever: Retriever | None = None) -> list[dict]:
     rng = random.Random(f"{salt}-{cfg.seed}")
     return [
-        conversation(rng, rng.choice(brands), rng.choices(KINDS, cfg.kind_weights)[0], rng.choice(TONES))
+        conversation(rng, rng.choice(brands), rng.choices(KINDS, cfg.kind_weights)[0], rng.choice(TONES), retriever)
         for _ in range(n)
     ]
 
@@ -169,12 +176,14 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def generate(
-    out: Path, cfg: DataConfig = DataConfig(), scenarios_path: Path | None = None, tool_scenarios_path: Path | None = None
+    out: Path, cfg: DataConfig = DataConfig(), scenarios_path: Path | None = None, tool_scenarios_path: Path | None = None,
+    retriever: Retriever | None = None,
 ) -> dict:
-    """Write train.jsonl, heldout.jsonl, general.jsonl and manifest.json under `out` (and both scenario files)."""
+    """Write train.jsonl, heldout.jsonl, general.jsonl and manifest.json under `out` (and both scenario files); with a
+    retriever, each conversation's last caller turn carries the facts it ranks, as calls do."""
     splits = make_brands(cfg)
-    train = conversations(cfg, with_some_tools(cfg, splits["train"]), cfg.train_conversations, "train")
-    heldout = conversations(cfg, with_some_tools(cfg, splits["heldout"]), cfg.heldout_conversations, "heldout")
+    train = conversations(cfg, with_some_tools(cfg, splits["train"]), cfg.train_conversations, "train", retriever)
+    heldout = conversations(cfg, with_some_tools(cfg, splits["heldout"]), cfg.heldout_conversations, "heldout", retriever)
     evals = scenarios(cfg, splits["heldout"])
     tool_evals = tool_scenarios(cfg, [tool_brand(cfg, b) for b in splits["heldout"]])
     general = [{"prompt": p} for p in general_prompts(cfg.seed, cfg.general_prompts)]

@@ -8,7 +8,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline.spoken import number_words, say_digits, say_money, say_phone, say_time
+from pipeline.spoken import MONEY_SIGNS, number_words, say_digits, say_money, say_phone, say_time
 
 
 @dataclass(frozen=True)
@@ -21,13 +21,16 @@ class Value:
 ValueGen = Callable[[random.Random], Value]
 
 
-def money(lo: int, hi: int, step: int = 1, cents: bool = False, unit: str = "dollars") -> ValueGen:
-    """An amount like 30 dollars; written as "$30" or "30 dollars", spoken "thirty dollars"."""
+SIGNS = {unit: sign for sign, unit in MONEY_SIGNS.items()}
+
+
+def money(lo: int, hi: int, step: int = 1, cents: bool = False, unit: str = "dollars", signs: tuple[str, ...] = ("dollars",)) -> ValueGen:
+    """An amount like 30 dollars; written as "$30" or "30 dollars" (a sign for the units in `signs`), spoken "thirty dollars"."""
 
     def gen(rng: random.Random) -> Value:
         amount = rng.randrange(lo, hi + 1, step) + (rng.choice([0.49, 0.99, 0.5]) if cents else 0)
         digits = f"{amount:.2f}" if cents else str(int(amount))
-        written = rng.choice([f"${digits}", f"{digits} {unit}"]) if unit == "dollars" else f"{digits} {unit}"
+        written = rng.choice([f"{SIGNS[unit]}{digits}", f"{digits} {unit}"]) if unit in signs else f"{digits} {unit}"
         return Value(written, say_money(amount, unit), (f"{digits} {unit}",))
 
     return gen
@@ -39,8 +42,8 @@ def count(lo: int, hi: int, unit: str, step: int = 1) -> ValueGen:
     def gen(rng: random.Random) -> Value:
         n = rng.randrange(lo, hi + 1, step)
         name = unit if n != 1 else unit.removesuffix("s")
-        written = rng.choice([f"{n} {name}", f"{number_words(n)} {name}"])
-        return Value(written, f"{number_words(n)} {name}", (f"{n} {name}",))
+        written = rng.choice([f"{n} {name}", f"{number_words(n)} {name}"]).strip()
+        return Value(written, f"{number_words(n)} {name}".strip(), (f"{n} {name}".strip(),))
 
     return gen
 
@@ -53,17 +56,21 @@ def percent(lo: int, hi: int, step: int = 5) -> ValueGen:
     return gen
 
 
-def _clock(hour: int, style: int) -> str:
+def _clock(hour: int, style: int, minute: int = 0) -> str:
     h12, suffix = hour % 12 or 12, "am" if hour < 12 else "pm"
+    if minute:
+        return [f"{h12}:{minute:02d} {suffix}", f"{h12}:{minute:02d} {suffix}", f"{h12}:{minute:02d} {suffix[0]}.m."][style]
     return [f"{h12} {suffix}", f"{h12}:00 {suffix}", f"{h12} {suffix[0]}.m."][style]
 
 
-def clock(hours: tuple[int, ...]) -> ValueGen:
-    """One time of day, like 11 am."""
+def clock(hours: tuple[int | tuple[int, int], ...]) -> ValueGen:
+    """One time of day, like 11 am; an (hour, minute) pair gives 7:30 am."""
 
     def gen(rng: random.Random) -> Value:
-        hour = rng.choice(hours)
-        return Value(_clock(hour, rng.randrange(3)), say_time(hour), (say_time(hour),))
+        pick = rng.choice(hours)
+        hour, minute = pick if isinstance(pick, tuple) else (pick, 0)
+        said = say_time(hour, minute)
+        return Value(_clock(hour, rng.randrange(3), minute), said, (said,))
 
     return gen
 

@@ -1,0 +1,128 @@
+"""The composed brand data: pools load, train and held-out share no sector, fact wording or caller line, the held-out
+scenario file is what the generator writes, and every scenario's value sits in exactly one fact."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from pipeline.profile import parse_profile
+from pipeline.spoken import speakable
+from training.checks import run_checks
+from training.data.realistic.brands import make_real_brand, brand_names, value_gen
+from training.data.realistic.callers import caller_pool
+from training.data.realistic.generate import SCENARIOS_PATH, BrandDataConfig, make_brands, scenarios
+from training.data.realistic.pools import PoolError, load_pools, parse_pool
+from training.textnorm import contains, normalize
+
+TRAIN, HELDOUT = load_pools("train"), load_pools("heldout")
+
+
+def skeleton(text: str) -> str:
+    """A line with its slots and punctuation dropped, lowercased: two writers' lines compare on this."""
+    return " ".join(re.sub(r"\{[a-z_]+\}", " ", text.lower()).replace("'", "").split()).strip(" ?.!,")
+
+
+def lines(pools, field: str) -> set[str]:
+    out = set()
+    for pool in pools:
+        if field == "unknowns":
+            out |= {skeleton(u) for u in pool.unknowns}
+        for topic in pool.topics:
+            if field == "facts":
+                out |= {skeleton(f) for f in topic.facts}
+            if field == "asks":
+                out |= {skeleton(a) for asks in topic.asks.values() for a in asks}
+                out |= {skeleton(r) for k, v in (topic.choice or {}).items() if k != "question" for r in v}
+    return out
+
+
+def test_there_are_enough_sectors_on_each_side():
+    assert len(TRAIN) >= 40 and len(HELDOUT) >= 8
+    assert all(len(p.topics) >= 12 for p in TRAIN + HELDOUT)
+
+
+def test_train_and_heldout_share_no_sector_fact_wording_or_caller_line():
+    assert not {p.name for p in TRAIN} & {p.name for p in HELDOUT}
+    for field in ("facts", "asks", "unknowns"):
+        assert not lines(TRAIN, field) & lines(HELDOUT, field), field
+    assert not caller_pool("train").strings() & caller_pool("heldout").strings()
+
+
+def test_the_realistic_dev_sectors_are_in_neither_split():
+    dev = {"dental practice", "bicycle repair shop", "cinema", "airport parking", "holiday park", "driving school"}
+    assert not dev & {p.name for p in TRAIN + HELDOUT}
+
+
+def test_committed_brand_scenarios_match_the_generator():
+    cfg = BrandDataConfig()
+    rows = scenarios(cfg, make_brands(cfg, "heldout"))
+    written = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+    assert SCENARIOS_PATH.read_text(encoding="utf-8") == written
+
+
+@pytest.fixture(scope="module")
+def heldout_scenarios() -> list[dict]:
+    return [json.loads(line) for line in SCENARIOS_PATH.read_text().splitlines()]
+
+
+def test_the_heldout_file_covers_every_kind_and_sector(heldout_scenarios):
+    assert len(heldout_scenarios) >= 300
+    assert {s["meta"]["kind"] for s in heldout_scenarios} == {"fact", "two_fact", "slot", "unknown", "human", "small_talk"}
+    assert len({s["meta"]["sector"] for s in heldout_scenarios}) >= 8
+    assert all(8 <= len(s["profile"]["facts"]) <= 14 for s in heldout_scenarios)
+
+
+def test_each_required_value_is_in_exactly_one_fact(heldout_scenarios):
+    for s in heldout_scenarios:
+        facts = parse_profile(s["profile"]).facts
+        for value in s["checks"]["must_include_all"]:
+            if not re.search(r"\d", normalize(value)):
+                continue
+            holding = [f for f in facts if contains(f, value) or contains(speakable(f), value)]
+            assert len(holding) == 1, (s["id"], value, holding)
+
+
+def test_every_reference_reply_passes_its_own_checks(heldout_scenarios):
+    for s in heldout_scenarios:
+        assert all(run_checks(s["reference"], s["checks"]).values()), s["id"]
+
+
+def test_a_wrong_number_next_to_the_right_one_fails(heldout_scenarios):
+    fact = next(s for s in heldout_scenarios if s["meta"]["kind"] == "fact" and len(s["checks"]["must_not_include"]) > 10)
+    wrong = fact["checks"]["must_not_include"][-1]
+    assert not all(run_checks(f"{fact['reference']} Or {wrong}.", fact["checks"]).values())
+
+
+def test_an_unknown_reply_with_a_neighbouring_number_fails(heldout_scenarios):
+    unknown = next(s for s in heldout_scenarios if s["meta"]["kind"] == "unknown")
+    number = next(v for v in unknown["checks"]["must_not_include"] if re.search(r"\d", v))
+    assert all(run_checks(unknown["reference"], unknown["checks"]).values())
+    assert not all(run_checks(f"I don't have that, but it's {number}.", unknown["checks"]).values())
+
+
+def test_value_specs_render_as_a_company_writes_them():
+    rng = random.Random(0)
+    assert re.fullmatch(r"£\d+|\d+ pounds", value_gen("pounds 10-20")(rng).written)
+    assert value_gen("count 2-2 working days")(rng).written in ("2 working days", "two working days")
+    assert value_gen("clock 7:30")(rng).spoken == "seven thirty a.m."
+    assert value_gen("count 60-60 step 5")(rng).checks == ("60",)
+    assert value_gen("words Gate B|Gate C")(rng).written in ("Gate B", "Gate C")
+
+
+def test_a_brand_states_unique_values_and_leaves_topics_out():
+    pool = TRAIN[0]
+    brand = make_real_brand(random.Random(1), pool, brand_names(pool)[0], (6, 16), 1.0)
+    checks = [normalize(c) for s in brand.stated for v in s.values.values() for c in v.checks]
+    assert len(checks) == len(set(checks)) and len(brand.absent) >= 2
+    assert {t.name for t in brand.profile.tools} <= {"transfer_to_human", "end_call"}
+
+
+def test_a_pool_that_breaks_the_schema_is_refused_with_its_place():
+    raw = {"sector": "x", "brand_suffixes": ["X"], "roles": ["r"], "teams": ["t"], "policies": ["p"], "unknowns": ["a", "b", "c"],
+           "topics": [{"key": "k", "values": {"a": "money 1-2"}, "facts": ["Costs {a} and {b}."], "asks": {"a": ["?"]}, "answers": {"a": ["{a}"]}}]}
+    with pytest.raises(PoolError, match="topic k"):
+        parse_pool(raw, "train", "x.yaml")

@@ -1,0 +1,90 @@
+"""How callers of one split word their turns: tone wrappers, lead-in context, two questions in one turn, and the way
+speech recognition writes them down (lowercase, no punctuation, fillers, a misheard word)."""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from functools import cache
+
+import yaml
+
+from training.data.callers import lower_first
+from training.data.realistic.pools import POOLS, SPLITS
+
+MISHEARD = {  # words Whisper tiny often gets wrong on the phone
+    "their": "there", "there": "their", "for": "four", "to": "too", "two": "to", "weight": "wait", "fair": "fare",
+    "fare": "fair", "hour": "our", "our": "hour", "week": "weak", "buy": "by", "right": "write", "new": "knew",
+    "cost": "cast", "price": "prize", "book": "look", "much": "munch", "car": "card", "pay": "play", "then": "than",
+}
+
+
+@dataclass(frozen=True)
+class CallerPool:
+    wraps: dict[str, tuple[str, ...]]
+    context: tuple[str, ...]
+    two_fact: tuple[str, ...]
+    human: tuple[str, ...]
+    small_talk: dict[str, tuple[str, ...]]
+    off_topic: tuple[str, ...]
+    corrections: tuple[str, ...]
+    fillers: tuple[str, ...]
+
+    @property
+    def tones(self) -> tuple[str, ...]:
+        return tuple(self.wraps)
+
+    def strings(self) -> set[str]:
+        """Every line of the pool (for the split-disjointness check)."""
+        groups = [*self.wraps.values(), *self.small_talk.values(), self.context, self.two_fact, self.human, self.off_topic, self.corrections]
+        return {s for g in groups for s in g}
+
+
+@cache
+def caller_pool(split: str) -> CallerPool:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}")
+    raw = yaml.safe_load((POOLS / split / "_callers.yaml").read_text(encoding="utf-8"))
+    tup = lambda v: tuple(str(s) for s in v)  # noqa: E731
+    return CallerPool(
+        {k: tup(v) for k, v in raw["wraps"].items()}, tup(raw["context"]), tup(raw["two_fact"]), tup(raw["human"]),
+        {k: tup(v) for k, v in raw["small_talk"].items()}, tup(raw["off_topic"]), tup(raw["corrections"]), tup(raw["fillers"]),
+    )
+
+
+def asr_style(rng: random.Random, text: str, misheard: float = 0.3) -> str:
+    """The line as Whisper writes a phone caller: lowercase, no punctuation, maybe a filler and one misheard word."""
+    out = re.sub(r"[^\w\s'$£€%.:-]|(?<!\d)[.:](?!\d)", " ", text.lower())
+    tokens = out.split()
+    if rng.random() < misheard:
+        swappable = [i for i, t in enumerate(tokens) if t in MISHEARD]
+        if swappable:
+            i = rng.choice(swappable)
+            tokens[i] = MISHEARD[tokens[i]]
+    return " ".join(tokens)
+
+
+def with_fillers(rng: random.Random, pool: CallerPool, text: str) -> str:
+    words = text.split()
+    at = rng.randrange(len(words) // 2 + 1) if words else 0
+    return " ".join(words[:at] + [rng.choice(pool.fillers)] + words[at:])
+
+
+def caller_turn(rng: random.Random, pool: CallerPool, tone: str, ask: str, asr_share: float = 0.3) -> str:
+    """One caller turn around a question: a tone wrapper, sometimes a lead-in, sometimes as speech recognition writes it."""
+    if rng.random() < 0.25:
+        ask = f"{rng.choice(pool.context)} {ask}"
+    line = rng.choice(pool.wraps[tone]).format(ask=ask, ask_lc=lower_first(ask))
+    if rng.random() < asr_share:
+        line = asr_style(rng, with_fillers(rng, pool, line) if rng.random() < 0.5 else line)
+    return line
+
+
+def two_questions(rng: random.Random, pool: CallerPool, first: str, second: str) -> str:
+    return rng.choice(pool.two_fact).format(ask1=first, ask2_lc=lower_first(second))
+
+
+def corrected(rng: random.Random, pool: CallerPool, first: str, second: str) -> str:
+    """A caller who asks one thing, then takes it back and asks another."""
+    return f"{first} {rng.choice(pool.corrections)} {lower_first(second)}"

@@ -1,0 +1,120 @@
+"""Composed brand data: training conversations from the train pools and held-out scenarios from the separately
+written held-out pools (no shared sector, fact wording or caller line), both from one seed."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pipeline.retrieval import Retriever
+from training.data import generate as templated
+from training.data.dialogues import curriculum_stage
+from training.data.general import general_prompts
+from training.data.generate import _scenario, training_messages, write_jsonl
+from training.data.realistic.brands import RealBrand, brand_names, make_real_brand
+from training.data.realistic.callers import caller_pool
+from training.data.realistic.dialogues import build
+from training.data.realistic.pools import load_pools
+
+SCENARIOS_PATH = Path(__file__).resolve().parents[2] / "scenarios_brands_heldout.jsonl"
+TRAIN_KINDS = ("fact", "two_fact", "slot", "unknown", "human", "small_talk", "follow_up", "correction")
+SCENARIO_KINDS = ("fact", "two_fact", "slot", "unknown", "human", "small_talk")
+
+
+@dataclass(frozen=True)
+class BrandDataConfig:
+    seed: int = 2026
+    train_brands_per_sector: int = 14
+    heldout_brands_per_sector: int = 8
+    train_facts: tuple[int, int] = (6, 16)
+    heldout_facts: tuple[int, int] = (8, 14)
+    tools_share: float = 0.5  # brands that declare transfer_to_human and end_call
+    conversations: int = 7000
+    templated_conversations: int = 3000  # from `talkline train data`'s generator: record lookups, codes, tool calls
+    scenarios: int = 320
+    train_kind_weights: tuple[float, ...] = (0.28, 0.12, 0.08, 0.2, 0.08, 0.06, 0.1, 0.08)  # TRAIN_KINDS order
+    scenario_kind_weights: tuple[float, ...] = (0.4, 0.15, 0.1, 0.15, 0.1, 0.1)  # SCENARIO_KINDS order
+
+
+def make_brands(cfg: BrandDataConfig, split: str) -> list[RealBrand]:
+    per_sector = cfg.train_brands_per_sector if split == "train" else cfg.heldout_brands_per_sector
+    facts = cfg.train_facts if split == "train" else cfg.heldout_facts
+    out = []
+    for pool in load_pools(split):
+        names = random.Random(f"{cfg.seed}-{split}-{pool.name}").sample(brand_names(pool), per_sector)
+        out += [make_real_brand(random.Random(f"{cfg.seed}-{name}"), pool, name, facts, cfg.tools_share) for name in names]
+    return out
+
+
+def _rivals(rng: random.Random, brand: RealBrand) -> list[str]:
+    stem = brand.name.split()[0]
+    return rng.sample([n for n in brand_names(brand.pool) if not n.startswith(stem + " ")], 3)
+
+
+def conversations(cfg: BrandDataConfig, brands: list[RealBrand], retriever: Retriever | None) -> list[dict]:
+    """Training records in the served prompt format: system prompt, the dialogue, the retrieved facts for its last turn."""
+    rng = random.Random(f"brand-train-{cfg.seed}")
+    callers = caller_pool("train")
+    out = []
+    for _ in range(cfg.conversations):
+        brand, kind, tone = rng.choice(brands), rng.choices(TRAIN_KINDS, cfg.train_kind_weights)[0], rng.choice(callers.tones)
+        dialogue = build(rng, brand, kind, tone, callers)
+        meta = {
+            "sector": brand.pool.name, "intent": dialogue.intent, "tone": tone, "kind": dialogue.kind, "brand": brand.name,
+            "split": "train", "curriculum_stage": curriculum_stage(dialogue.kind, tone), "checks": dialogue.checks(_rivals(rng, brand)),
+        }
+        out.append({"messages": training_messages(brand.profile, dialogue.history, retriever), "meta": meta})
+    return out
+
+
+def scenarios(cfg: BrandDataConfig, brands: list[RealBrand]) -> list[dict]:
+    """Held-out scenarios: the history up to the caller's last turn, the checks, and a reference reply."""
+    rng = random.Random(f"brand-scenarios-{cfg.seed}")
+    callers = caller_pool("heldout")
+    brands = rng.sample(brands, len(brands))
+    quota = [k for k, w in zip(SCENARIO_KINDS, cfg.scenario_kind_weights) for _ in range(round(w * cfg.scenarios))]
+    kinds = rng.sample(quota, len(quota)) + list(SCENARIO_KINDS) * cfg.scenarios  # exact shares; rounding topped up
+    out = []
+    for i in range(cfg.scenarios):
+        brand = brands[i % len(brands)]
+        kind, tone = kinds[i], rng.choice(callers.tones)
+        dialogue = build(rng, brand, kind, tone, callers)
+        out.append(_scenario(i, brand, dialogue, _rivals(rng, brand), kind))
+    return out
+
+
+def generate_brands(out: Path, cfg: BrandDataConfig = BrandDataConfig(), scenarios_path: Path | None = None,
+                    retriever: Retriever | None = None) -> dict:
+    """Write an SFT data folder under `out` (train.jsonl: composed-brand and templated conversations, shuffled;
+    general.jsonl; manifest.json) and the held-out scenario file. With a retriever every conversation's last caller
+    turn carries the facts it ranks, as in a call."""
+    train_brands, heldout_brands = make_brands(cfg, "train"), make_brands(cfg, "heldout")
+    composed = conversations(cfg, train_brands, retriever)
+    old_cfg = templated.DataConfig(seed=cfg.seed)
+    old_brands = templated.with_some_tools(old_cfg, templated.make_brands(old_cfg)["train"])
+    old = templated.conversations(old_cfg, old_brands, cfg.templated_conversations, "train", retriever)
+    train = composed + old
+    random.Random(f"brand-mix-{cfg.seed}").shuffle(train)
+    evals = scenarios(cfg, heldout_brands)
+    write_jsonl(out / "train.jsonl", train)
+    write_jsonl(out / "general.jsonl", [{"prompt": p} for p in general_prompts(cfg.seed, old_cfg.general_prompts)])
+    write_jsonl(scenarios_path or out / "scenarios_brands_heldout.jsonl", evals)
+    manifest = {
+        "config": asdict(cfg),
+        "counts": {
+            "train": len(train), "composed": len(composed), "templated": len(old), "scenarios": len(evals),
+            "train_brands": len(train_brands), "heldout_brands": len(heldout_brands),
+            "train_sectors": len({b.pool.name for b in train_brands}), "heldout_sectors": len({b.pool.name for b in heldout_brands}),
+            "by_kind": dict(Counter(r["meta"]["kind"] for r in train)),
+            "by_stage": dict(Counter(r["meta"]["curriculum_stage"] for r in train)),
+            "scenarios_by_kind": dict(Counter(s["meta"]["kind"] for s in evals)),
+        },
+        "retrieval": retriever is not None,
+        "train_sectors": sorted({b.pool.name for b in train_brands}),
+        "heldout_sectors": sorted({b.pool.name for b in heldout_brands}),
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
