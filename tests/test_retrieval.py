@@ -131,3 +131,20 @@ async def test_a_call_sends_the_retrieved_facts_to_the_sglang_backend(stages, tm
     assert messages[-2]["role"] == "system" and messages[-2]["content"].startswith(RELEVANT_HEADER)
     assert messages[-2]["content"].count("\n- ") == profile.llm.retrieved_facts
     assert "bag" in messages[-2]["content"].split("\n- ")[1].lower()
+
+
+def test_retriever_training_writes_top_layers_the_embedder_loads(tmp_path):
+    import random
+
+    from training.data.realistic.pools import load_pools
+    from training.retriever import RetrieverTrainConfig, draw_batch, train
+
+    batch = draw_batch(random.Random(0), load_pools("train")[0], 6, 0.5)
+    assert len(batch.facts) == 6 and batch.positives[:6] == [(i,) for i in range(6)]
+    assert [len(p) for p in batch.positives[6:]] == [2, 2, 2]
+    record = train(RetrieverTrainConfig(out=tmp_path, steps=2, batch_size=6, validation_sectors=1))
+    assert [row["step"] for row in record["history"]] == [0, 2]
+    tuned = Embedder(top_layers=tmp_path / "minilm_top_layers.safetensors")
+    bundled = Embedder(top_layers=None)
+    text = ["How much to bring the car over?"]
+    assert tuned.tuned and float((tuned.embed(text) @ bundled.embed(text).T)[0, 0]) < 0.99999

@@ -136,7 +136,8 @@ async def stored_turns(server: ServerThread, client: CallClient) -> list:
 
 
 def without_system(request: dict) -> list[dict]:
-    return request["messages"][1:]
+    """The conversation a request carries: no system prompt, no retrieved-facts block."""
+    return [m for m in request["messages"] if m["role"] != "system"]
 
 
 @pytest.mark.asyncio

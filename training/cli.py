@@ -141,12 +141,14 @@ def retriever_command(
     batch_size: Annotated[int, typer.Option(help="topics of one sector per step")] = 24,
     lr: Annotated[float, typer.Option()] = 5e-5,
     train_layers: Annotated[int, typer.Option(help="top encoder layers that learn")] = 3,
+    two_share: Annotated[float, typer.Option(help="two-question turns per topic in a batch")] = 0.0,
     threads: Annotated[int, typer.Option(help="torch threads")] = 1,
 ) -> None:
     """Fine-tune the fact retriever's MiniLM top layers on the train pools' caller questions and facts."""
     from training.retriever import RetrieverTrainConfig, train
 
-    record = train(RetrieverTrainConfig(out=out, steps=steps, batch_size=batch_size, lr=lr, train_layers=train_layers, threads=threads))
+    record = train(RetrieverTrainConfig(out=out, steps=steps, batch_size=batch_size, lr=lr, train_layers=train_layers,
+                                        two_share=two_share, threads=threads))
     typer.echo(json.dumps(record["history"][-1]))
 
 

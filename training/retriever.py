@@ -16,7 +16,7 @@ from safetensors.torch import save_file
 
 from models.embedder import Embedder, pooled
 from training.data.realistic.brands import make_real_brand, brand_names
-from training.data.realistic.callers import caller_pool, caller_turn
+from training.data.realistic.callers import caller_pool, caller_turn, two_questions
 from training.data.realistic.pools import SectorPool, load_pools
 
 
@@ -28,47 +28,74 @@ class RetrieverTrainConfig:
     lr: float = 5e-5
     train_layers: int = 3  # the top encoder layers that learn; the rest stay as bundled
     scale: float = 20.0  # cosine similarity -> logits
+    two_share: float = 0.0  # two-question turns per topic in a batch (0.3 did not help: docs/retrieval.md)
     validation_sectors: int = 5  # train sectors kept out of the pairs, to watch recall on
     seed: int = 0
     threads: int = 1
 
 
-def pairs(rng: random.Random, pool: SectorPool) -> list[tuple[str, str]]:
-    """One (caller turn, fact) pair per topic of a freshly drawn brand: the turn asks for one of the fact's values."""
+@dataclass(frozen=True)
+class Batch:
+    """One drawn brand's facts and caller turns; a turn's positives are the facts it asks for (two for a turn that
+    asks two questions). The first len(facts) turns ask for the facts in order."""
+
+    facts: list[str]
+    queries: list[str]
+    positives: list[tuple[int, ...]]
+
+
+def draw_batch(rng: random.Random, pool: SectorPool, size: int, two_share: float) -> Batch:
+    """Up to `size` topics of a freshly drawn brand: one question for each, then two-question turns."""
     every = len(pool.topics) - 2  # all but the two a brand always leaves out
     brand = make_real_brand(rng, pool, rng.choice(brand_names(pool)), (every, every), 0.0)
     callers = caller_pool("train")
-    out = []
-    for stated in brand.stated:
-        slot = rng.choice(sorted(stated.topic.asks))
-        ask = rng.choice(stated.topic.asks[slot]).format(**brand.names, brand=brand.name)
-        out.append((caller_turn(rng, callers, rng.choice(callers.tones), ask), stated.fact))
-    return out
+    stated = rng.sample(brand.stated, min(size, len(brand.stated)))
+
+    def ask(i: int) -> str:
+        topic = stated[i].topic
+        return rng.choice(topic.asks[rng.choice(sorted(topic.asks))]).format(**brand.names, brand=brand.name)
+
+    queries = [caller_turn(rng, callers, rng.choice(callers.tones), ask(i)) for i in range(len(stated))]
+    positives: list[tuple[int, ...]] = [(i,) for i in range(len(stated))]
+    for _ in range(round(two_share * len(stated))):
+        i, j = rng.sample(range(len(stated)), 2)
+        queries.append(caller_turn(rng, callers, rng.choice(callers.tones), two_questions(rng, callers, ask(i), ask(j)), 0.15))
+        positives.append((i, j))
+    return Batch([s.fact for s in stated], queries, positives)
 
 
-def _step_loss(model, tokenizer, batch: list[tuple[str, str]], scale: float) -> torch.Tensor:
-    queries = tokenizer([q for q, _ in batch], padding=True, truncation=True, max_length=128, return_tensors="pt")
-    facts = tokenizer([f for _, f in batch], padding=True, truncation=True, max_length=128, return_tensors="pt")
-    q = pooled(model(**queries).last_hidden_state, queries["attention_mask"])
-    f = pooled(model(**facts).last_hidden_state, facts["attention_mask"])
-    logits = scale * q @ f.T
-    target = torch.arange(len(batch))
-    return (torch.nn.functional.cross_entropy(logits, target) + torch.nn.functional.cross_entropy(logits.T, target)) / 2
+def _vectors(model, tokenizer, texts: list[str]) -> torch.Tensor:
+    enc = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    return pooled(model(**enc).last_hidden_state, enc["attention_mask"])
 
 
-def recall_at(model, tokenizer, sets: list[list[tuple[str, str]]], k: int = 3) -> float:
-    """Share of caller turns whose fact ranks in the top k among its brand's facts."""
-    hits = total = 0
+def batch_loss(model, tokenizer, batch: Batch, scale: float) -> torch.Tensor:
+    """Each turn against the facts (a two-question turn once per asked fact, the other one masked), and each fact
+    against the single-question turns: in-batch cross-entropy, the sector's other facts as negatives."""
+    logits = scale * _vectors(model, tokenizer, batch.queries) @ _vectors(model, tokenizer, batch.facts).T
+    rows, targets = [], []
+    for row, positives in enumerate(batch.positives):
+        for p in positives:
+            mask = torch.zeros(logits.shape[1], dtype=torch.bool)
+            mask[[o for o in positives if o != p]] = True
+            rows.append(logits[row].masked_fill(mask, -1e4))
+            targets.append(p)
+    n = len(batch.facts)
+    turn_loss = torch.nn.functional.cross_entropy(torch.stack(rows), torch.tensor(targets))
+    fact_loss = torch.nn.functional.cross_entropy(logits[:n].T, torch.arange(n))
+    return (turn_loss + fact_loss) / 2
+
+
+def recall_at(model, tokenizer, batches: list[Batch], k: int = 3) -> dict[str, float]:
+    """Share of turns whose asked facts all rank in the top k among the brand's facts: one question, two questions."""
+    hits: dict[str, list[bool]] = {"one": [], "two": []}
     with torch.inference_mode():
-        for batch in sets:
-            enc = lambda texts: tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")  # noqa: E731
-            qi, fi = enc([q for q, _ in batch]), enc([f for _, f in batch])
-            q = pooled(model(**qi).last_hidden_state, qi["attention_mask"])
-            f = pooled(model(**fi).last_hidden_state, fi["attention_mask"])
-            top = (q @ f.T).topk(min(k, len(batch)), dim=1).indices
-            hits += sum(int(i in row) for i, row in enumerate(top.tolist()))
-            total += len(batch)
-    return hits / max(total, 1)
+        for batch in batches:
+            scores = _vectors(model, tokenizer, batch.queries) @ _vectors(model, tokenizer, batch.facts).T
+            top = scores.topk(min(k, len(batch.facts)), dim=1).indices.tolist()
+            for row, positives in zip(top, batch.positives):
+                hits["one" if len(positives) == 1 else "two"].append(set(positives) <= set(row))
+    return {f"val_recall_at_{k}_{name}": round(sum(v) / len(v), 4) for name, v in hits.items() if v}
 
 
 def train(cfg: RetrieverTrainConfig) -> dict:
@@ -78,7 +105,7 @@ def train(cfg: RetrieverTrainConfig) -> dict:
     pools = list(load_pools("train"))
     random.Random(f"retriever-split-{cfg.seed}").shuffle(pools)
     val_pools, train_pools = pools[: cfg.validation_sectors], pools[cfg.validation_sectors :]
-    val_sets = [pairs(random.Random(f"val-{i}"), p) for i, p in enumerate(val_pools) for _ in range(4)]
+    val_sets = [draw_batch(random.Random(f"val-{i}-{j}"), p, 99, cfg.two_share) for i, p in enumerate(val_pools) for j in range(4)]
     embedder = Embedder(top_layers=None)  # from the bundled weights, whatever is shipped
     model, tokenizer = embedder.model.float().train(), embedder.tokenizer
     layers = model.encoder.layer[-cfg.train_layers :]
@@ -87,19 +114,17 @@ def train(cfg: RetrieverTrainConfig) -> dict:
     for p in layers.parameters():
         p.requires_grad_(True)
     opt = torch.optim.AdamW([p for p in layers.parameters()], lr=cfg.lr, weight_decay=0.01)
-    history = [{"step": 0, "val_recall_at_3": round(recall_at(model.eval(), tokenizer, val_sets), 4)}]
+    history = [{"step": 0, **recall_at(model.eval(), tokenizer, val_sets)}]
     print(history[-1])
     t0 = time.perf_counter()
     model.train()
     for step in range(1, cfg.steps + 1):
-        batch = pairs(rng, rng.choice(train_pools))
-        batch = rng.sample(batch, min(cfg.batch_size, len(batch)))
-        loss = _step_loss(model, tokenizer, batch, cfg.scale)
+        loss = batch_loss(model, tokenizer, draw_batch(rng, rng.choice(train_pools), cfg.batch_size, cfg.two_share), cfg.scale)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if step % 50 == 0 or step == cfg.steps:
-            row = {"step": step, "loss": round(loss.item(), 4), "val_recall_at_3": round(recall_at(model.eval(), tokenizer, val_sets), 4),
+            row = {"step": step, "loss": round(loss.item(), 4), **recall_at(model.eval(), tokenizer, val_sets),
                    "s_per_step": round((time.perf_counter() - t0) / step, 2)}
             model.train()
             history.append(row)
