@@ -54,7 +54,7 @@ def measure(scenarios: list[dict], retriever: Retriever) -> dict:
         asks_facts = s.get("meta", {}).get("kind", "fact") in FACT_KINDS
         want = needed(index.items, s["checks"]) if asks_facts else None
         t0 = time.perf_counter()
-        retriever.relevant(profile, history, 3)
+        served = retriever.relevant(profile, history, max(KS))
         turn_ms.append((time.perf_counter() - t0) * 1000)
         if not want:
             continue
@@ -64,7 +64,6 @@ def measure(scenarios: list[dict], retriever: Retriever) -> dict:
             order = ranked(index, query, vector, ranker)
             for k in KS:
                 hits[ranker][k].append(want <= set(order[:k]))
-        served = retriever.relevant(profile, history, max(KS))
         for k in KS:
             hits["served"][k].append(want <= {index.items.index(item) for item in served[:k]})
         per_kind.setdefault(s.get("meta", {}).get("kind", ""), []).append(hits["served"][3][-1])

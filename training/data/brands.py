@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pipeline.profile import Profile, parse_profile
 from training.data.catalog import FactIntent, Sector, SlotIntent
+from training.data.realistic.pools import SectorPool
 from training.data.generic import SUPPORT_LINE
 from training.data.sectors_everyday import EVERYDAY_SECTORS
 from training.data.sectors_services import SERVICE_SECTORS
@@ -58,8 +59,8 @@ def fact_intents(sector: Sector) -> tuple[FactIntent, ...]:
     return sector.facts + (SUPPORT_LINE,)
 
 
-def brand_names(sector: Sector) -> list[str]:
-    """Every brand name a sector can have: stem x suffix, in a fixed order."""
+def brand_names(sector: Sector | SectorPool) -> list[str]:
+    """Every brand name a sector (a templated one or a composed pool) can have: stem x suffix, in a fixed order."""
     return [f"{stem} {suffix}" for stem in STEMS for suffix in sector.suffixes]
 
 

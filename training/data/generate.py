@@ -19,6 +19,7 @@ from training.data.dialogues import (
     BUILDERS, KINDS, Dialogue, catalog_intents, curriculum_stage, fact, human, slot_request, tool, with_actions,
 )
 from training.data.general import general_prompts
+from training.data.realistic.brands import RealBrand
 
 SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_heldout.jsonl"
 TOOL_SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_tools_heldout.jsonl"
@@ -74,7 +75,7 @@ def with_some_tools(cfg: DataConfig, brands: list[Brand]) -> list[Brand]:
     return [tool_brand(cfg, b) if pick.random() < cfg.tool_brand_fraction else b for b in brands]
 
 
-def _rivals(rng: random.Random, brand: Brand) -> list[str]:
+def rivals(rng: random.Random, brand: Brand | RealBrand) -> list[str]:
     """Three other brand names of the same sector, which the reply must never mention."""
     stem = brand.name.split()[0]
     return rng.sample([n for n in brand_names(brand.sector) if not n.startswith(stem + " ")], 3)
@@ -88,7 +89,7 @@ def conversation(rng: random.Random, brand: Brand, kind: str, tone: str, retriev
     if kind == "human" and brand.profile.tools:
         build = partial(human, offer_share=0.0)  # a brand that can transfer does, when asked, without offering first
     dialogue = with_actions(build(rng, brand, tone), brand)
-    return _record(brand, dialogue, _rivals(rng, brand), retriever)
+    return _record(brand, dialogue, rivals(rng, brand), retriever)
 
 
 def _record(brand: Brand, dialogue: Dialogue, rivals: list[str], retriever: Retriever | None = None) -> dict:
@@ -136,7 +137,7 @@ def scenarios(cfg: DataConfig, brands: list[Brand]) -> list[dict]:
         brand = brands[i % len(brands)]
         kind = rng.choices(SCENARIO_KINDS + ("slot_request",), cfg.kind_weights[: len(SCENARIO_KINDS)] + (0.06,))[0]
         build = slot_request if kind == "slot_request" else BUILDERS[kind]
-        out.append(_scenario(i, brand, build(rng, brand, rng.choice(TONES)), _rivals(rng, brand)))
+        out.append(_scenario(i, brand, build(rng, brand, rng.choice(TONES)), rivals(rng, brand)))
     return out
 
 
@@ -164,7 +165,7 @@ def tool_scenarios(cfg: DataConfig, brands: list[Brand]) -> list[dict]:
     for i in range(cfg.tool_scenarios):
         brand, kind = brands[i % len(brands)], TOOL_SCENARIO_KINDS[i % len(TOOL_SCENARIO_KINDS)]
         dialogue = tool_dialogue(rng, brand, kind, rng.choice(TONES))
-        out.append(_scenario(i, brand, dialogue, _rivals(rng, brand), kind))
+        out.append(_scenario(i, brand, dialogue, rivals(rng, brand), kind))
     return out
 
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from pipeline.profile import Profile, parse_profile
-from training.data.brands import AGENT_NAMES, STEMS, profile_data
+from training.data.brands import AGENT_NAMES, brand_names, profile_data
 from training.data.realistic.pools import SectorPool, Topic
 from training.data.values import Value, ValueGen, clock, count, money, percent, tidy
 from training.textnorm import normalize
@@ -95,10 +95,6 @@ class RealBrand:
 
     def all_values(self) -> list[str]:
         return sorted({c for s in self.stated for v in s.values.values() for c in v.checks if re.search(r"\d", normalize(c))})
-
-
-def brand_names(pool: SectorPool) -> list[str]:
-    return [f"{stem} {suffix}" for stem in STEMS for suffix in pool.brand_suffixes]
 
 
 def _draw(rng: random.Random, topic: Topic, names: dict[str, str], brand: str, taken: set[str]) -> Stated:

@@ -13,7 +13,7 @@ from pipeline.retrieval import Retriever
 from training.data import generate as templated
 from training.data.dialogues import curriculum_stage
 from training.data.general import general_prompts
-from training.data.generate import _scenario, training_messages, write_jsonl
+from training.data.generate import _scenario, rivals, training_messages, write_jsonl
 from training.data.realistic.brands import RealBrand, brand_names, make_real_brand
 from training.data.realistic.callers import caller_pool
 from training.data.realistic.dialogues import build
@@ -49,11 +49,6 @@ def make_brands(cfg: BrandDataConfig, split: str) -> list[RealBrand]:
     return out
 
 
-def _rivals(rng: random.Random, brand: RealBrand) -> list[str]:
-    stem = brand.name.split()[0]
-    return rng.sample([n for n in brand_names(brand.pool) if not n.startswith(stem + " ")], 3)
-
-
 def conversations(cfg: BrandDataConfig, brands: list[RealBrand], retriever: Retriever | None) -> list[dict]:
     """Training records in the served prompt format: system prompt, the dialogue, the retrieved facts for its last turn."""
     rng = random.Random(f"brand-train-{cfg.seed}")
@@ -64,7 +59,7 @@ def conversations(cfg: BrandDataConfig, brands: list[RealBrand], retriever: Retr
         dialogue = build(rng, brand, kind, tone, callers)
         meta = {
             "sector": brand.pool.name, "intent": dialogue.intent, "tone": tone, "kind": dialogue.kind, "brand": brand.name,
-            "split": "train", "curriculum_stage": curriculum_stage(dialogue.kind, tone), "checks": dialogue.checks(_rivals(rng, brand)),
+            "split": "train", "curriculum_stage": curriculum_stage(dialogue.kind, tone), "checks": dialogue.checks(rivals(rng, brand)),
         }
         out.append({"messages": training_messages(brand.profile, dialogue.history, retriever), "meta": meta})
     return out
@@ -82,7 +77,7 @@ def scenarios(cfg: BrandDataConfig, brands: list[RealBrand]) -> list[dict]:
         brand = brands[i % len(brands)]
         kind, tone = kinds[i], rng.choice(callers.tones)
         dialogue = build(rng, brand, kind, tone, callers)
-        out.append(_scenario(i, brand, dialogue, _rivals(rng, brand), kind))
+        out.append(_scenario(i, brand, dialogue, rivals(rng, brand), kind))
     return out
 
 

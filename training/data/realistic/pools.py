@@ -72,6 +72,11 @@ class SectorPool:
     unknowns: tuple[str, ...]
     topics: tuple[Topic, ...]
 
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        """What `training.data.brands.brand_names` puts after a stem."""
+        return self.brand_suffixes
+
 
 def _strings(value, where: str, minimum: int = 1) -> tuple[str, ...]:
     if isinstance(value, str):
