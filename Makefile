@@ -6,7 +6,7 @@ CHROMIUM := /usr/bin/chromium
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test setup clean train train-drafter train-retriever postgres
+.PHONY: serve test setup clean train train-drafter train-retriever postgres screenshot
 
 setup: $(STAMP) $(CHROMIUM) postgres
 
@@ -36,10 +36,17 @@ serve: $(STAMP)
 	$(VENV)/bin/talkline serve --host $(HOST) --port $(PORT)
 
 test: setup
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -ra
 
-# Brand-agent tuning (README "Training", docs/brand-data.md): data -> SFT -> GRPO -> held-out evals (brands, plain, tools) -> the
-# EAGLE3 drafter for the result, at a small CPU scale (step times in README "make train and step times"). Every
+# docs/screenshot.png: the demo page in headless Chromium after the tuned model answered a spoken question, with
+# its real latency row (tests/test_browser.py takes it).
+screenshot: setup
+	$(PY) -m pytest -q tests/test_browser.py -k spoken_call
+	cp artifacts/browser-call.png docs/screenshot.png
+
+# Brand-agent tuning (docs/training.md, docs/brand-data.md): data -> SFT -> GRPO -> held-out evals (brands, plain, tools) -> the
+# EAGLE3 drafter for the result, at a small CPU scale (step times in docs/training.md "make train and step times"). Every
 # training step resumes where a stopped run left off. TRAIN_ARGS goes to SFT and RL, e.g. TRAIN_ARGS="--device cuda".
 # `talkline train ship --adapter $(TRAIN_DIR)/rl/adapter ...` makes the result the default tuned model, and
 # `talkline train ship --drafter $(DRAFTER_DIR)/domain ...` the default drafter (speculative decoding on).
@@ -69,7 +76,7 @@ train: $(STAMP)
 train-retriever: $(STAMP)
 	$(VENV)/bin/talkline train retriever --out $(TRAIN_DIR)/retriever
 
-# EAGLE3 drafter (README "Drafter training"): stage 1 on broad prompts -> $(DRAFTER_DIR)/generic, stage 2 on the
+# EAGLE3 drafter (docs/training.md "Drafter training"): stage 1 on broad prompts -> $(DRAFTER_DIR)/generic, stage 2 on the
 # domain dialogs of `talkline train data` -> $(DRAFTER_DIR)/domain. The small-CPU settings below take about 25 min
 # (from one-thread step times on 2 cores); both stages resume where they stopped. DRAFTER_ARGS adds or overrides
 # flags (the last one wins), e.g. DRAFTER_ARGS="--threads 1" on a busy machine or "--device cuda --steps 3000".

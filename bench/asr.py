@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from bench.latency import read_wav
-from bench.make_audio import OUT as AUDIO, QUESTIONS
+from bench.make_audio import OUT as AUDIO
+from bench.make_audio import QUESTIONS
 from pipeline.asr import WhisperASR
 
 

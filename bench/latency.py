@@ -126,7 +126,8 @@ def print_table(results: list[TurnResult], summary: dict) -> None:
             f"{s.get('llm_ttft_ms', '-'):>9} {s.get('tts_ttfb_ms', '-'):>9} {len(r.underruns):>9}"
         )
     v = summary["voice_to_voice_ms"]
-    print(f"\nvoice-to-voice over {summary['turns']} turns: p50 {v['p50']} ms, p95 {v['p95']} ms, max {v['max']} ms; underruns {summary['underruns']}")
+    print(f"\nvoice-to-voice over {summary['turns']} turns: p50 {v['p50']} ms, p95 {v['p95']} ms, max {v['max']} ms; "
+          f"underruns {summary['underruns']}")
     for stage, p in summary["server_stages_ms"].items():
         print(f"  server {stage:<18} p50 {p['p50']} ms  p95 {p['p95']} ms")
 

@@ -13,11 +13,12 @@ import torch
 
 from models.eagle3 import random_drafter
 from models.embedder import Embedder
-from models.engine import Engine, GenerationStats, Session
-from pipeline.profile import Profile, load_profiles, parse_profile
+from models.engine import Engine
+from models.session import GenerationStats, Session
+from models.spec_config import SpecConfig
+from pipeline.profile import DEFAULT_PROFILES, Profile, load_profiles, parse_profile
 from pipeline.prompt import Message, build_messages
 from pipeline.retrieval import Retriever
-from server.settings import DEFAULT_PROFILES
 
 FOLLOW_UP = "Thanks. Could you say that again more briefly?"
 
@@ -108,27 +109,26 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retri
 
 
 def main(
-    prompts_file: Path, drafter: Path | None, max_new_tokens: int, out: Path | None, threads: int = 1,
-    draft_tokens: int = 4, min_confidence: float = 0.0, limit: int | None = None, prompt_lookup: bool = True,
-    phrases: bool = True, learn_phrases: bool = True, retrieval: bool = True,
+    prompts_file: Path, config: SpecConfig, max_new_tokens: int, out: Path | None, threads: int = 1,
+    limit: int | None = None, retrieval: bool = True, untrained: bool = False,
 ) -> dict:
     """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them), each with the facts retrieved for
-    its last turn as a call has them; print and return the report."""
+    its last turn as a call has them; `untrained` (or a config without a drafter) drafts with a random drafter. Print
+    and return the report."""
     torch.set_num_threads(threads)
     retriever = Retriever(Embedder()) if retrieval else None
     prompts = sample_prompts(load_prompts(prompts_file), limit)
     plain = Engine.load()
-    draft = None if drafter else random_drafter(plain.model.config, 8192, seed=0)
-    spec = (
-        Engine.load(drafter=drafter, draft_tokens=draft_tokens, min_draft_confidence=min_confidence, prompt_lookup=prompt_lookup,
-                    phrases=phrases, learn_phrases=learn_phrases)
-        if drafter else Engine(plain.model, plain.tokenizer, draft, draft_tokens, min_confidence, prompt_lookup)
-    )
-    report = {"drafter": str(drafter) if drafter else "random (untrained, seed 0)", "threads": threads,
-              "prompts_file": str(prompts_file), "retrieval": retrieval,
-              "min_confidence": min_confidence, "prompt_lookup": prompt_lookup,
-              "phrases": len(spec.phrases) if spec.phrases is not None else None, "learn_phrases": learn_phrases,
-              **compare(plain, spec, prompts, max_new_tokens, retriever)}
+    untrained = untrained or config.drafter is None
+    if untrained:
+        draft = random_drafter(plain.model.config, 8192, seed=0)
+        spec = Engine(plain.model, plain.tokenizer, draft, config.draft_tokens, config.min_confidence, config.prompt_lookup)
+    else:
+        spec = Engine.load(spec=config)
+    report = {"drafter": "random (untrained, seed 0)" if untrained else str(config.drafter), "threads": threads,
+              "prompts_file": str(prompts_file), "retrieval": retrieval, "min_confidence": config.min_confidence,
+              "prompt_lookup": config.prompt_lookup, "phrases": len(spec.phrases) if spec.phrases is not None else None,
+              "learn_phrases": config.learn_phrases, **compare(plain, spec, prompts, max_new_tokens, retriever)}
     print(f"drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
     for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "ttft_ms", "followup_ttft_ms"):
         print(f"  {key:<18} {report[key]}")

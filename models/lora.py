@@ -22,7 +22,7 @@ def is_adapter(path: Path) -> bool:
 def lora_deltas(adapter: Path) -> dict[str, torch.Tensor]:
     """Base weight name -> scale * B @ A, in float32, for every LoRA pair of the adapter."""
     config = json.loads((adapter / ADAPTER_CONFIG).read_text())
-    unsupported = [k for k in ("use_dora", "fan_in_fan_out") if config.get(k)] + (["modules_to_save"] if config.get("modules_to_save") else [])
+    unsupported = [k for k in ("use_dora", "fan_in_fan_out", "modules_to_save") if config.get(k)]
     if config.get("peft_type", "LORA") != "LORA" or unsupported:
         raise ValueError(f"{adapter}: only plain LoRA adapters can be merged (found {config.get('peft_type')} {unsupported})")
     r, alpha = config["r"], config["lora_alpha"]

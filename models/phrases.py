@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
-from models.lookup import Proposal
+from models.proposal import Proposal
 
 PHRASES_NAME = "phrases.json"  # beside a drafter's config.json: the target's replies, token ids
 PHRASE_VETO = 0.95  # the drafter's top probability at which it overrides a disagreeing phrase (chosen on held-out)

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 import torch
 
 from models.eagle3 import DrafterCache, Eagle3Drafter
 from models.lookup import ContextLookup
-
-if TYPE_CHECKING:
-    from models.engine import GenerationStats, Session
-    from models.phrases import PhraseMemory
+from models.phrases import PhraseMemory
+from models.session import GenerationStats, Session
 
 
 def accept_drafts(

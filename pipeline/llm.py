@@ -13,7 +13,8 @@ from typing import Protocol, TypeVar
 
 import httpx
 
-from models.engine import Engine, GenerationStats
+from models.engine import Engine
+from models.session import GenerationStats
 from pipeline.openai_format import StreamedCalls, to_openai
 from pipeline.tools import openai_tools
 

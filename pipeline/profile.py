@@ -8,8 +8,10 @@ from typing import Annotated
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from models.assets import PIPER_VOICES
 from pipeline.tools import Tool, ToolCallError, TransferTool, parameters_of, validate_arguments
 
+DEFAULT_PROFILES = Path(__file__).resolve().parent.parent / "profiles"  # the example profiles in the repository
 PROFILE_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 DtmfKey = Annotated[str, Field(pattern=r"^[0-9*#]$")]
 
@@ -23,11 +25,18 @@ class _Strict(BaseModel):
 
 
 class VoiceSettings(_Strict):
-    voice: str = "en_US-joe-medium"
+    voice: str = Field("en_US-joe-medium", description="a Piper voice the server bundles (models/assets.PIPER_VOICES)")
     length_scale: float = Field(1.0, ge=0.5, le=2.0, description="< 1 speaks faster")
     noise_scale: float | None = Field(None, ge=0.0, le=2.0)
     noise_w_scale: float | None = Field(None, ge=0.0, le=2.0)
     volume: float = Field(1.0, gt=0.0, le=4.0)
+
+    @field_validator("voice")
+    @classmethod
+    def _bundled(cls, name: str) -> str:
+        if name not in PIPER_VOICES:
+            raise ValueError(f"no voice '{name}' on this server; use one of: {', '.join(PIPER_VOICES)}")
+        return name
 
 
 class LLMSettings(_Strict):

@@ -90,12 +90,14 @@ class FactIndex:
 
     def top(self, query: str, query_vector: np.ndarray | None, k: int, parts: Sequence[tuple[str, np.ndarray]] = ()) -> list[str]:
         """The k best items for the whole turn; with several parts (two questions in one turn), each part's best item
-        comes first (the MAX_PART_PICKS surest), so one question cannot crowd out the other."""
+        comes first (the MAX_PART_PICKS surest: the widest lead over the part's median item), so one question cannot
+        crowd out the other."""
         if not self.items or k <= 0:
             return []
         order = [int(i) for i in np.argsort(-self.scores(query, query_vector), kind="stable")]
         if len(parts) > 1:
-            best = [(float(s.max()), int(s.argmax())) for s in (self.scores(text, vector) for text, vector in parts)]
+            scored = (self.scores(text, vector) for text, vector in parts)
+            best = [(float(s.max() - np.median(s)), int(s.argmax())) for s in scored]
             picks = list(dict.fromkeys(i for _, i in sorted(best, key=lambda b: -b[0])))[:MAX_PART_PICKS]
             order = picks + [i for i in order if i not in picks]
         return [self.items[i] for i in order[:k]]
@@ -107,12 +109,13 @@ def query_parts(query: str) -> list[str]:
 
 
 def turn_query(history: Sequence[Message]) -> str:
-    """What to rank facts against: the caller's last turn, after the agent's question it answers (slot filling)."""
+    """What to rank facts against: the caller's last turn, after the agent's question it answers (slot filling; the
+    greeting's "How can I help?" answers nothing)."""
     caller = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), None)
     if caller is None:
         return ""
     text = history[caller].content.strip()
-    before = history[caller - 1] if caller > 0 else None
+    before = history[caller - 1] if caller > 1 else None
     if before is not None and before.role == "assistant" and before.content.rstrip().endswith("?"):
         question = re.split(r"(?<=[.!?])\s+", before.content.strip())[-1]
         text = f"{question} {text}"

@@ -16,13 +16,13 @@ from pipeline.profile import VoiceSettings
 
 
 class PiperTTS:
-    """The bundled Piper voice; one synthesis at a time (espeak-ng is not re-entrant)."""
+    """A bundled Piper voice (the profiles' `voice.voice`); one synthesis at a time (espeak-ng is not re-entrant)."""
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, voice: str = VoiceSettings().voice) -> None:
         from piper import PiperVoice
         from piper.config import PiperConfig
 
-        files = assets.piper_joe_medium()
+        files = assets.piper_voice(voice)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
         session = ort.InferenceSession(str(files.model), sess_options=opts, providers=["CPUExecutionProvider"])

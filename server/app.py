@@ -48,10 +48,7 @@ def build_llm(settings: Settings) -> LLMBackend:
     from models.engine import Engine
 
     torch.set_num_threads(settings.threads.llm)
-    return EmbeddedLLM(Engine.load(
-        settings.model_path, drafter=settings.drafter, draft_tokens=settings.draft_tokens,
-        min_draft_confidence=settings.min_draft_confidence, prompt_lookup=settings.prompt_lookup,
-    ))
+    return EmbeddedLLM(Engine.load(settings.model_path, spec=settings.spec))
 
 
 def build_stages(settings: Settings) -> Stages:

@@ -9,36 +9,30 @@ from typing import Annotated
 
 import typer
 
-from training.cli import eval_command, export_command, train_app
-from training.drafter.cli import train_drafter_command
+from models.spec_config import SpecConfig
 
 app = typer.Typer(help="Talkline: a self-hostable real-time voice agent server.", no_args_is_help=True)
-app.add_typer(train_app, name="train")
-train_app.command("drafter")(train_drafter_command)
-app.command("eval")(eval_command)
-app.command("export")(export_command)
+SERVING_COMMANDS = ("serve", "engine", "bench")  # the commands that never import the training stack
 MODEL_HELP = "embedded LLM: tuned (SmolLM2 + the committed adapter; base until one exists), base, or a model/adapter folder"
 
 
 SPEC_HELP = "speculative decoding (lossless) with --drafter or the committed drafter, models/drafters/talkline, if any"
-DRAFTER_HELP = "EAGLE3 drafter folder (SGLang format); default: models/drafters/talkline when one is committed"
-DraftTokens = Annotated[int | None, typer.Option(help="longest draft chain per target forward [TALKLINE_DRAFT_TOKENS, 4]")]
+SPEC_DEFAULTS = SpecConfig.__dataclass_fields__
+DRAFTER_HELP = "EAGLE3 drafter folder (SGLang format) [TALKLINE_DRAFTER, models/drafters/talkline when one is committed]"
+Spec = Annotated[bool | None, typer.Option("--spec/--no-spec", help=SPEC_HELP + " [TALKLINE_SPEC, on]")]
+Drafter = Annotated[Path | None, typer.Option(help=DRAFTER_HELP)]
+DraftTokens = Annotated[int | None, typer.Option(
+    help=f"longest draft chain per target forward [TALKLINE_DRAFT_TOKENS, {SPEC_DEFAULTS['draft_tokens'].default}]"
+)]
 MinDraftConfidence = Annotated[float | None, typer.Option(
     help="after its first draft, a chain ends once the drafter's top probability drops below this "
-    "[TALKLINE_MIN_DRAFT_CONFIDENCE, 0.6]"
+    f"[TALKLINE_MIN_DRAFT_CONFIDENCE, {SPEC_DEFAULTS['min_confidence'].default}]"
 )]
 PROMPT_LOOKUP_HELP = ("greedy chains also draft what followed the same tokens earlier in the conversation, else in the "
                       "target's past replies (the drafter's phrases.json, grown by each reply)")
 PromptLookup = Annotated[bool | None, typer.Option(
     "--prompt-lookup/--no-prompt-lookup", help=PROMPT_LOOKUP_HELP + " [TALKLINE_PROMPT_LOOKUP, on]",
 )]
-
-
-def pick_drafter(spec: bool, drafter: Path | None) -> Path | None:
-    """The drafter the embedded engine uses: none with --no-spec, else the given one or the committed one."""
-    from models.assets import default_drafter_dir
-
-    return (drafter or default_drafter_dir()) if spec else None
 
 
 def _settings(**flags: object):
@@ -62,8 +56,8 @@ def serve(
     llm_url: Annotated[str | None, typer.Option(help="http://HOST:PORT of an OpenAI-compatible server [TALKLINE_LLM_URL]")] = None,
     llm_timeout: Annotated[float | None, typer.Option(help="seconds to wait for the LLM server [TALKLINE_LLM_TIMEOUT]")] = None,
     model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
-    spec: Annotated[bool, typer.Option("--spec/--no-spec", envvar="TALKLINE_SPEC", help=SPEC_HELP)] = True,
-    drafter: Annotated[Path | None, typer.Option(envvar="TALKLINE_DRAFTER", help=DRAFTER_HELP)] = None,
+    spec: Spec = None,
+    drafter: Drafter = None,
     draft_tokens: DraftTokens = None,
     min_draft_confidence: MinDraftConfidence = None,
     prompt_lookup: PromptLookup = None,
@@ -74,14 +68,15 @@ def serve(
 
     from models.assets import llm_dir
     from server.app import create_app
+    from server.settings import spec_from_env
 
     _logging(log_level)
     settings = _settings(
         host=host, port=port, profiles_dir=profiles, db_url=db, llm=llm, llm_url=llm_url, llm_timeout=llm_timeout,
-        draft_tokens=draft_tokens, min_draft_confidence=min_draft_confidence, prompt_lookup=prompt_lookup,
+        spec=spec_from_env(spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence,
+                           prompt_lookup=prompt_lookup),
     )
-    if settings.llm == "embedded":
-        settings.model_path, settings.drafter = llm_dir(model), pick_drafter(spec, drafter)
+    settings.model_path = llm_dir(model) if settings.llm == "embedded" else None
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level, ws_max_size=1 << 20)
 
 
@@ -89,8 +84,8 @@ def serve(
 def engine_command(
     host: Annotated[str, typer.Option()] = "127.0.0.1",
     port: Annotated[int, typer.Option()] = 30000,
-    drafter: Annotated[Path | None, typer.Option(envvar="TALKLINE_DRAFTER", help=DRAFTER_HELP)] = None,
-    spec: Annotated[bool, typer.Option("--spec/--no-spec", envvar="TALKLINE_SPEC", help=SPEC_HELP)] = True,
+    drafter: Drafter = None,
+    spec: Spec = None,
     model: Annotated[str, typer.Option(envvar="TALKLINE_MODEL", help=MODEL_HELP)] = "tuned",
     draft_tokens: DraftTokens = None,
     min_draft_confidence: MinDraftConfidence = None,
@@ -103,15 +98,13 @@ def engine_command(
     from models.assets import llm_dir
     from models.engine import Engine
     from server.openai_api import create_engine_app
+    from server.settings import spec_from_env
 
     _logging(log_level)
-    drafter = pick_drafter(spec, drafter)
-    chain = _settings(draft_tokens=draft_tokens, min_draft_confidence=min_draft_confidence, prompt_lookup=prompt_lookup)
-    engine = Engine.load(
-        llm_dir(model), drafter=drafter, draft_tokens=chain.draft_tokens, min_draft_confidence=chain.min_draft_confidence,
-        prompt_lookup=chain.prompt_lookup,
-    )
-    uvicorn.run(create_engine_app(engine, drafter), host=host, port=port, log_level=log_level)
+    config = spec_from_env(spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence,
+                           prompt_lookup=prompt_lookup)
+    engine = Engine.load(llm_dir(model), spec=config)
+    uvicorn.run(create_engine_app(engine, config and config.drafter), host=host, port=port, log_level=log_level)
 
 
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
@@ -135,22 +128,26 @@ def bench_latency(
 @bench_app.command("spec")
 def bench_spec(
     prompts: Annotated[Path, typer.Option(help="JSONL: {profile, messages} per line")] = Path("bench/prompts.jsonl"),
-    drafter: Annotated[Path | None, typer.Option(help="EAGLE3 drafter folder; default: a random one")] = None,
+    drafter: Annotated[Path | None, typer.Option(help="EAGLE3 drafter folder; default: the one served")] = None,
+    untrained: Annotated[bool, typer.Option(help="draft with an untrained drafter (seed 0) instead")] = False,
     max_new_tokens: Annotated[int, typer.Option()] = 64,
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
-    draft_tokens: Annotated[int, typer.Option(help="longest draft chain per target forward")] = 4,
-    min_confidence: Annotated[float, typer.Option(help="end a chain once the drafter's top probability drops below this")] = 0.0,
+    draft_tokens: DraftTokens = None,
+    min_confidence: MinDraftConfidence = None,
     limit: Annotated[int | None, typer.Option(help="a seeded sample of this many prompts")] = None,
-    prompt_lookup: Annotated[bool, typer.Option(help=PROMPT_LOOKUP_HELP)] = True,
+    prompt_lookup: PromptLookup = None,
     phrases: Annotated[bool, typer.Option(help="with prompt lookup, also draft from the drafter folder's phrases.json")] = True,
     learn_phrases: Annotated[bool, typer.Option(help="each reply joins the phrase memory, as when serving")] = True,
     retrieval: Annotated[bool, typer.Option(help="the facts retrieved for the turn before its last message, as served")] = True,
 ) -> None:
-    """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness."""
+    """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness. Without flags it
+    measures what `talkline serve` runs; flags switch parts off for comparisons."""
     from bench import spec
+    from server.settings import spec_from_env
 
-    spec.main(prompts, drafter, max_new_tokens, out, draft_tokens=draft_tokens, min_confidence=min_confidence, limit=limit,
-              prompt_lookup=prompt_lookup, phrases=phrases, learn_phrases=learn_phrases, retrieval=retrieval)
+    config = spec_from_env(True, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_confidence,
+                           prompt_lookup=prompt_lookup, phrases=phrases, learn_phrases=learn_phrases)
+    spec.main(prompts, config, max_new_tokens, out, limit=limit, retrieval=retrieval, untrained=untrained)
 
 
 @bench_app.command("retrieval")
@@ -185,8 +182,23 @@ def expand_multi_value(argv: list[str]) -> list[str]:
     return out
 
 
+def command_app(argv: list[str]) -> typer.Typer:
+    """The app for these arguments: the training commands (`train`, `eval`, `export`) join it unless a serving
+    command runs, so `talkline serve` never imports training code."""
+    if (not argv or argv[0] not in SERVING_COMMANDS) and not any(c.name == "eval" for c in app.registered_commands):
+        from training.cli import eval_command, export_command, train_app
+        from training.drafter.cli import train_drafter_command
+
+        train_app.command("drafter")(train_drafter_command)
+        app.add_typer(train_app, name="train")
+        app.command("eval")(eval_command)
+        app.command("export")(export_command)
+    return app
+
+
 def main() -> None:
-    app(args=expand_multi_value(sys.argv[1:]), prog_name="talkline")
+    argv = expand_multi_value(sys.argv[1:])
+    command_app(argv)(args=argv, prog_name="talkline")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
-from models.engine import Engine, GenerationStats
+from models.engine import Engine
+from models.session import GenerationStats
 from pipeline.llm import iterate_in_thread
 from pipeline.openai_format import call_deltas, call_markup, openai_call, split_call
 from pipeline.tools import SpeechFilter

@@ -7,9 +7,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from models.spec_config import SpecConfig
+from pipeline.profile import DEFAULT_PROFILES
 from pipeline.stages import ThreadBudget
-
-DEFAULT_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 
 
 def _env(name: str, default: str) -> str:
@@ -24,6 +24,21 @@ def _env_flag(name: str, default: bool) -> bool:
 def _env_list(name: str) -> list[str]:
     """A comma-separated TALKLINE_* variable as a list, blanks dropped."""
     return [item.strip() for item in _env(name, "").split(",") if item.strip()]
+
+
+def spec_from_env(spec: bool | None = None, **flags: object) -> SpecConfig | None:
+    """Speculative decoding from TALKLINE_SPEC, _DRAFTER, _DRAFT_TOKENS, _MIN_DRAFT_CONFIDENCE and _PROMPT_LOOKUP over
+    SpecConfig's defaults, with the flags that were given (not None) on top; None when it is turned off."""
+    if not (_env_flag("SPEC", True) if spec is None else spec):
+        return None
+    env = {
+        "drafter": Path(v) if (v := _env("DRAFTER", "")) else None,
+        "draft_tokens": int(v) if (v := _env("DRAFT_TOKENS", "")) else None,
+        "min_confidence": float(v) if (v := _env("MIN_DRAFT_CONFIDENCE", "")) else None,
+        "prompt_lookup": _env_flag("PROMPT_LOOKUP", True) if _env("PROMPT_LOOKUP", "") else None,
+    }
+    given = {k: v for k, v in flags.items() if v is not None}
+    return SpecConfig(**{k: v for k, v in env.items() if v is not None} | given)
 
 
 def parse_number_profiles(text: str) -> dict[str, str]:
@@ -47,10 +62,7 @@ class Settings:
     llm_url: str | None = field(default_factory=lambda: _env("LLM_URL", "") or None)
     llm_timeout: float = field(default_factory=lambda: float(_env("LLM_TIMEOUT", "10")))
     model_path: Path | None = None
-    drafter: Path | None = None  # EAGLE3 drafter of the embedded engine; None: plain greedy decoding
-    draft_tokens: int = field(default_factory=lambda: int(_env("DRAFT_TOKENS", "4")))  # longest draft chain
-    min_draft_confidence: float = field(default_factory=lambda: float(_env("MIN_DRAFT_CONFIDENCE", "0.6")))
-    prompt_lookup: bool = field(default_factory=lambda: _env_flag("PROMPT_LOOKUP", True))
+    spec: SpecConfig | None = field(default_factory=lambda: spec_from_env())  # None: plain greedy decoding
     threads: ThreadBudget = ThreadBudget()
     asr_window_s: float = field(default_factory=lambda: float(_env("ASR_WINDOW_S", "10")))  # 30: Whisper's own padding
     warmup: bool = True

@@ -27,7 +27,7 @@ DETERMINISTIC_VOICE = VoiceSettings(noise_scale=0.0, noise_w_scale=0.0)  # the s
 
 @pytest.fixture(scope="session")
 def stages():
-    loaded = build_stages(Settings())
+    loaded = build_stages(Settings(spec=None))  # plain greedy: the reference speculative tests compare against
     return loaded
 
 

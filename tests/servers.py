@@ -18,7 +18,6 @@ from conftest import ROOT, ServerThread, free_port
 from server.app import create_app
 from server.settings import Settings
 
-
 QUICK_FALLBACK = "Sorry, say that again?"
 
 

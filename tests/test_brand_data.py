@@ -12,7 +12,8 @@ import pytest
 from pipeline.profile import parse_profile
 from pipeline.spoken import speakable
 from training.checks import run_checks
-from training.data.realistic.brands import make_real_brand, brand_names, value_gen
+from training.data.brands import brand_names
+from training.data.realistic.brands import make_real_brand, value_gen
 from training.data.realistic.callers import caller_pool
 from training.data.realistic.generate import SCENARIOS_PATH, BrandDataConfig, make_brands, scenarios
 from training.data.realistic.pools import PoolError, load_pools, parse_pool
@@ -123,6 +124,7 @@ def test_a_brand_states_unique_values_and_leaves_topics_out():
 
 def test_a_pool_that_breaks_the_schema_is_refused_with_its_place():
     raw = {"sector": "x", "brand_suffixes": ["X"], "roles": ["r"], "teams": ["t"], "policies": ["p"], "unknowns": ["a", "b", "c"],
-           "topics": [{"key": "k", "values": {"a": "money 1-2"}, "facts": ["Costs {a} and {b}."], "asks": {"a": ["?"]}, "answers": {"a": ["{a}"]}}]}
+           "topics": [{"key": "k", "values": {"a": "money 1-2"}, "facts": ["Costs {a} and {b}."], "asks": {"a": ["?"]},
+                       "answers": {"a": ["{a}"]}}]}
     with pytest.raises(PoolError, match="topic k"):
         parse_pool(raw, "train", "x.yaml")

@@ -17,11 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 import pytest
+from conftest import ServerThread, free_port
 from phone_calls import call_ids, ended_call
 from servers import QUICK_FALLBACK, quick_profiles, serving
 
 from bench.carrierclient import TelnyxClient, TwilioClient, VonageClient
-from conftest import ServerThread, free_port
 from pipeline.io import CallControlError
 from server.transports.carrier import Started
 from server.transports.carrier_control import TelnyxControl, TwilioControl, VonageControl

@@ -1,4 +1,4 @@
-"""Deployment files: the compose file and Dockerfile say what the README says, and the compose command line runs."""
+"""Deployment files: the compose file and Dockerfile say what docs/production.md says, and the compose command line runs."""
 
 from __future__ import annotations
 
@@ -45,6 +45,15 @@ def test_compose_has_the_services_profiles_and_gpu(compose):
     assert gpu["driver"] == "nvidia" and "gpu" in gpu["capabilities"]
     for name in ("sglang-0", "sglang-1"):
         assert services[name]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+
+
+def test_one_sglang_version_in_the_images_and_the_extra(compose):
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["sglang"]
+    version = next(r.split("==")[1] for r in extra if r.startswith("sglang=="))
+    images = {s["image"] for s in compose["services"].values() if "sglang" in s.get("image", "")}
+    assert images == {f"lmsysorg/sglang:v{version}-cu130"}
 
 
 def test_sglang_runs_eagle3_with_metrics_and_healthchecks(compose):

@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from models import assets
 from models.eagle3 import DrafterCache, load_drafter, random_drafter
-from models.engine import Engine, GenerationStats
+from models.engine import Engine
 from models.phrases import PhraseMemory
-from server.cli import app
+from models.session import GenerationStats
+from server.cli import command_app
 from training.drafter.conversations import DialogSample, dialog_sample, dialog_samples, load_dialog_samples, load_dialogs, prompts_of
 from training.drafter.features import Batch, target_features
 from training.drafter.prompts import broad_prompts
@@ -119,7 +120,8 @@ def test_target_features_mask_every_reply_of_a_written_dialog():
     config = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
                          intermediate_size=64, vocab_size=100, max_position_embeddings=64)
     dialog = DialogSample([1, 2, 3, 4, 5, 6, 7], [False, True, True, False, False, True, False])
-    batch = target_features(LlamaForCausalLM(config).eval(), [dialog, Sample([8, 9], [10])], [0, 1, 2], torch.ones(100, dtype=torch.bool), 8)
+    model = LlamaForCausalLM(config).eval()
+    batch = target_features(model, [dialog, Sample([8, 9], [10])], [0, 1, 2], torch.ones(100, dtype=torch.bool), 8)
     assert batch.loss_mask.int().tolist() == [[0, 1, 1, 0, 0, 1, 0], [0, 0, 1, 0, 0, 0, 0]]
     assert dialog.reply_ids == [2, 3, 6]
 
@@ -252,7 +254,7 @@ def test_cli_builds_the_config(monkeypatch, tmp_path):
     args = ["train", "drafter", "--stage", "domain", "--init", str(tmp_path / "generic"), "--out", str(tmp_path / "domain"),
             "--steps", "5", "--ttt-steps", "3", "--draft-vocab", "2048", "--lr", "1e-4", "--device", "cpu", "--resume",
             "--replies", "dialogs", "--train-minutes", "7.5"]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(command_app(args), args)
     assert result.exit_code == 0, result.output
     cfg = seen[0]
     assert (cfg.stage, cfg.init, cfg.steps, cfg.ttt_steps, cfg.draft_vocab, cfg.lr, cfg.resume, cfg.replies) == (

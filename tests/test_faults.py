@@ -45,7 +45,8 @@ async def test_llm_down_slow_and_cut_mid_answer(stages, tmp_path):
     assert heard["slow"][0] == QUICK_FALLBACK and heard["slow"][1] < 6, "the fallback comes after --llm-timeout, not never"
     assert heard["drop"][0] == "Our bags cost thirty dollars.", "what was said stays; no fallback after it"
     assert heard["drop_early"][0] == QUICK_FALLBACK, "cut before a word: the fallback line"
-    assert [t.agent_text for t in turns[1:]] == [FULL, QUICK_FALLBACK, QUICK_FALLBACK, "Our bags cost thirty dollars.", QUICK_FALLBACK, FULL]
+    bags = "Our bags cost thirty dollars."
+    assert [t.agent_text for t in turns[1:]] == [FULL, QUICK_FALLBACK, QUICK_FALLBACK, bags, QUICK_FALLBACK, FULL]
 
 
 class RecordingIO:

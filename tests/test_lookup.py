@@ -10,8 +10,9 @@ import torch
 
 from bench.spec import load_prompts
 from models.eagle3 import random_drafter
-from models.engine import Engine, GenerationStats
+from models.engine import Engine
 from models.lookup import LONG_MATCH, VETO, VETO_LONG, ContextLookup, Proposal
+from models.session import GenerationStats
 from models.speculative import draft_chain
 from pipeline.prompt import build_messages
 

@@ -8,9 +8,11 @@ import pytest
 
 from models.assets import DRAFTER_DIR
 from models.eagle3 import random_drafter
-from models.engine import Engine, GenerationStats
+from models.engine import Engine
 from models.lookup import VETO, ContextLookup, Proposal
 from models.phrases import PHRASE_VETO, PhraseMemory
+from models.session import GenerationStats
+from models.spec_config import SpecConfig
 from models.speculative import draft_chain
 from tests.test_lookup import sure_of
 
@@ -105,6 +107,6 @@ def test_an_engine_learns_its_replies_and_drafts_them_next_call_losslessly(stage
 def test_the_engine_loads_the_committed_drafters_phrases_with_prompt_lookup_only():
     shipped = PhraseMemory.load(DRAFTER_DIR / "phrases.json")
     assert len(shipped) > 1000  # the target's regenerated replies of the drafter's last training stage
-    assert len(Engine.load(drafter=DRAFTER_DIR, prompt_lookup=True).phrases) == len(shipped)
-    assert Engine.load(drafter=DRAFTER_DIR, prompt_lookup=True, phrases=False).phrases is None
-    assert Engine.load(drafter=DRAFTER_DIR, prompt_lookup=False).phrases is None
+    assert len(Engine.load(spec=SpecConfig(drafter=DRAFTER_DIR)).phrases) == len(shipped)
+    assert Engine.load(spec=SpecConfig(drafter=DRAFTER_DIR, phrases=False)).phrases is None
+    assert Engine.load(spec=SpecConfig(drafter=DRAFTER_DIR, prompt_lookup=False)).phrases is None

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from pipeline.audio import float_to_pcm16
 from pipeline.agent_turn import start_hold
+from pipeline.audio import float_to_pcm16
 from pipeline.playout import Playout, Segment
 
 RATE = 16000

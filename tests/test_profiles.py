@@ -152,6 +152,12 @@ def test_wrong_type_or_out_of_range_names_dotted_field(tmp_path, changes, field)
     assert f"'{field}'" in message
 
 
+def test_a_voice_the_server_does_not_bundle_is_refused_naming_the_ones_it_does(tmp_path):
+    path, message = load_error(tmp_path, with_(voice__voice="en_GB-alba-medium"))
+    assert str(path) in message and "'voice.voice'" in message and "en_US-joe-medium" in message
+    assert parse_profile(with_(voice__voice="en_US-joe-medium"), "ok").voice.voice == "en_US-joe-medium"
+
+
 def test_all_errors_of_a_file_are_reported(tmp_path):
     _, message = load_error(tmp_path, with_(llm__temperature=5, turn__endpoint_silence_ms=10))
     assert "'llm.temperature'" in message and "'turn.endpoint_silence_ms'" in message

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from models.eagle3 import random_drafter
-from models.engine import Engine, GenerationStats
+from models.engine import Engine
+from models.session import GenerationStats
 from models.speculative import accept_drafts
 
 PROMPTS = [
@@ -110,7 +111,7 @@ def test_cancellation_stops_within_one_step(engines):
         emitted: list[int] = []
         stats = GenerationStats()
         prompt = engine.encode_chat([{"role": "user", "content": "Count from one to fifty."}])
-        for token in engine.generate(engine.new_session(), prompt, 64, stats=stats, cancelled=lambda: len(emitted) >= 3):
+        for token in engine.generate(engine.new_session(), prompt, 64, stats=stats, cancelled=lambda out=emitted: len(out) >= 3):
             emitted.append(token)
         assert len(emitted) == 3
 
@@ -172,37 +173,47 @@ def test_prefill_warms_the_next_prompt_and_changes_nothing(engines):
     assert outputs[0] == outputs[1]
 
 
-def test_serve_and_engine_flags_set_the_draft_chain(monkeypatch, tmp_path):
+def test_serve_engine_and_bench_share_one_set_of_speculative_defaults(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
+    import bench.spec
     import server.app
+    from models.assets import default_drafter_dir
+    from models.spec_config import SpecConfig
     from server.cli import app
 
-    loads, settings = [], []
-    monkeypatch.setattr("models.engine.Engine.load", lambda *a, **kw: loads.append(kw))
+    loads, settings, benched = [], [], []
+    monkeypatch.setattr("models.engine.Engine.load", lambda *a, **kw: loads.append(kw["spec"]))
     monkeypatch.setattr("server.openai_api.create_engine_app", lambda engine, drafter: None)
     monkeypatch.setattr(server.app, "create_app", lambda s: settings.append(s))
+    monkeypatch.setattr(bench.spec, "main", lambda prompts, config, *a, **kw: benched.append(config))
     monkeypatch.setattr("uvicorn.run", lambda *a, **kw: None)
-    monkeypatch.setenv("TALKLINE_MIN_DRAFT_CONFIDENCE", "0.3")
     runner = CliRunner()
+    for command in (["engine"], ["serve"], ["bench", "spec"]):
+        assert runner.invoke(app, command).exit_code == 0
+    shipped = SpecConfig()
+    assert shipped.drafter == default_drafter_dir() and (shipped.min_confidence, shipped.prompt_lookup) == (0.6, True)
+    assert loads[0] == settings[0].spec == benched[0] == shipped  # without flags, all three run the shipped configuration
+
+    monkeypatch.setenv("TALKLINE_MIN_DRAFT_CONFIDENCE", "0.3")
     assert runner.invoke(app, ["engine", "--drafter", str(tmp_path), "--draft-tokens", "2"]).exit_code == 0
-    assert (loads[0]["drafter"], loads[0]["draft_tokens"], loads[0]["min_draft_confidence"]) == (tmp_path, 2, 0.3)
-    assert runner.invoke(app, ["engine", "--no-spec", "--min-draft-confidence", "0.5"]).exit_code == 0
-    assert (loads[1]["drafter"], loads[1]["draft_tokens"], loads[1]["min_draft_confidence"]) == (None, 4, 0.5)
-    assert loads[0]["prompt_lookup"] is True and loads[1]["prompt_lookup"] is True  # on unless turned off
-    assert runner.invoke(app, ["engine", "--no-prompt-lookup"]).exit_code == 0 and loads.pop()["prompt_lookup"] is False
+    assert loads[-1] == SpecConfig(drafter=tmp_path, draft_tokens=2, min_confidence=0.3)
+    assert runner.invoke(app, ["engine", "--no-spec"]).exit_code == 0 and loads[-1] is None
+    assert runner.invoke(app, ["engine", "--no-prompt-lookup"]).exit_code == 0 and loads[-1].prompt_lookup is False
     monkeypatch.setenv("TALKLINE_PROMPT_LOOKUP", "0")
     result = runner.invoke(app, ["serve", "--drafter", str(tmp_path), "--draft-tokens", "3"])
     assert result.exit_code == 0, result.output
-    assert (settings[0].drafter, settings[0].draft_tokens, settings[0].min_draft_confidence) == (tmp_path, 3, 0.3)
-    assert settings[0].prompt_lookup is False
+    assert settings[-1].spec == SpecConfig(drafter=tmp_path, draft_tokens=3, min_confidence=0.3, prompt_lookup=False)
+    assert runner.invoke(app, ["bench", "spec", "--min-confidence", "0", "--no-phrases"]).exit_code == 0
+    assert benched[-1] == SpecConfig(min_confidence=0.0, prompt_lookup=False, phrases=False)
+    monkeypatch.setenv("TALKLINE_SPEC", "off")
+    assert runner.invoke(app, ["serve"]).exit_code == 0 and settings[-1].spec is None
     threads = torch.get_num_threads()
     try:
-        server.app.build_llm(settings[0])
+        server.app.build_llm(settings[-2])
     finally:
         torch.set_num_threads(threads)
-    assert (loads[2]["drafter"], loads[2]["draft_tokens"], loads[2]["min_draft_confidence"]) == (tmp_path, 3, 0.3)
-    assert loads[2]["prompt_lookup"] is False
+    assert loads[-1] == settings[-2].spec
 
 
 def test_the_committed_drafter_is_lossless_and_drafts_for_the_tuned_model(stages):

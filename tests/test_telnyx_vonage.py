@@ -94,7 +94,8 @@ async def test_vonage_call_with_exact_frames_dtmf_and_hang_up(server, speech):
     row = await ended_call(server, before, "vonage", "northbank")
     assert row.end_reason == "caller_disconnected"  # Vonage hangs up by closing the socket
     turns = await server.state.store.run(server.state.store.turns, row.id)
-    assert [t.index for t in turns] == [0, 1, 2]
+    # greeting, question, keypress; the model may answer the keypress with a transfer, whose refusal is a 4th turn
+    assert [t.index for t in turns][:3] == [0, 1, 2]
     assert "saturday" in turns[1].caller_text.lower() and turns[1].interrupted
     assert turns[2].caller_text == "The caller pressed 5."
 

@@ -21,7 +21,7 @@ from servers import QUICK_FALLBACK, idle, quick_profiles, serving
 from test_faults import RecordingIO
 
 from bench.wsclient import CallClient
-from models.engine import GenerationStats
+from models.session import GenerationStats
 from pipeline.actions import post_json
 from pipeline.call import Call
 from pipeline.io import CallControlError, DtmfIn, HangUp, TextIn

@@ -34,7 +34,8 @@ def tiny_data(tmp_path_factory) -> Path:
 
 def test_generator_is_deterministic(tiny_data, tmp_path):
     generate(tmp_path, TINY)
-    for name in ("train.jsonl", "heldout.jsonl", "general.jsonl", "scenarios_heldout.jsonl", "scenarios_tools_heldout.jsonl", "manifest.json"):
+    files = ("train.jsonl", "heldout.jsonl", "general.jsonl", "scenarios_heldout.jsonl", "scenarios_tools_heldout.jsonl", "manifest.json")
+    for name in files:
         assert (tmp_path / name).read_bytes() == (tiny_data / name).read_bytes(), name
 
 
@@ -152,7 +153,9 @@ def test_run_checks():
 
 def test_rewards_on_hand_made_replies():
     fact_checks = {"must_include_all": ["$30"], "must_include_any": [], "must_not_include": ["as an ai", "Apex Air"]}
-    human_checks = {"must_include_all": ["Skyways customer care specialist"], "must_include_any": ["transfer", "connect"], "must_not_include": []}
+    human_checks = {
+        "must_include_all": ["Skyways customer care specialist"], "must_include_any": ["transfer", "connect"], "must_not_include": [],
+    }
     replies = ["A checked bag costs thirty dollars.", "Sorry, I don't have that information.", "As an AI, Apex Air charges 40 dollars."]
     kinds, checks = ["fact"] * 3, [fact_checks] * 3
     assert fact(replies, kind=kinds, checks=checks) == [1.0, 0.0, 0.0]

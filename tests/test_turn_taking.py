@@ -9,7 +9,6 @@ import time
 import httpx
 import numpy as np
 import pytest
-
 from test_faults import RecordingIO
 
 from bench.wsclient import CallClient

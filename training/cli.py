@@ -49,6 +49,7 @@ def train_sft(
     init_adapter: Annotated[Path | None, typer.Option(help="continue this adapter instead of starting a new one")] = None,
     save_steps: Annotated[int, typer.Option()] = 50,
     threads: Annotated[int, typer.Option(help="torch threads on CPU")] = 2,
+    seed: Annotated[int, typer.Option(help="example order; a continued adapter takes a new seed to see new examples")] = 0,
     resume: Resume = False,
 ) -> None:
     """Supervised fine-tuning of a LoRA adapter (assistant tokens only, curriculum, KL to base)."""
@@ -58,7 +59,7 @@ def train_sft(
     cfg = SFTRunConfig(
         data_dir=data_dir, run_dir=run_dir, device=device, max_steps=steps, batch_size=batch_size, grad_accum=grad_accum,
         lr=lr, kl_coef=kl_coef, schedule=parse_schedule(curriculum), save_steps=save_steps, threads=threads,
-        init_adapter=init_adapter,
+        init_adapter=init_adapter, seed=seed,
     )
     typer.echo(f"adapter: {main(cfg, resume)}")
 
@@ -116,9 +117,13 @@ def brands_command(
     conversations: Annotated[int, typer.Option(help="conversations from the composed brand pools")] = 7000,
     templated: Annotated[int, typer.Option(help="conversations from `train data`'s generator (tools, codes)")] = 3000,
     retrieval: Annotated[bool, typer.Option(help="put the retrieved facts before each last caller turn, as calls do")] = True,
+    validation: Annotated[Path | None, typer.Option(
+        help="also write 600 scenarios from the train sectors the retriever left out (ranking choices are made there)"
+    )] = None,
 ) -> None:
     """Composed-brand training data (43 sectors) and the held-out brand scenarios (10 other sectors, other writers)."""
-    from training.data.realistic.generate import BrandDataConfig, generate_brands
+    from training.data.realistic.generate import BrandDataConfig, generate_brands, validation_scenarios
+    from training.retriever import kept_out_sectors
 
     retriever = None
     if retrieval:
@@ -130,6 +135,8 @@ def brands_command(
         torch.set_num_threads(1)
         retriever = Retriever(Embedder())
     cfg = BrandDataConfig(seed=seed, conversations=conversations, templated_conversations=templated)
+    if validation:
+        validation_scenarios(BrandDataConfig(seed=seed, scenarios=600), kept_out_sectors(), validation)
     manifest = generate_brands(out, cfg, scenarios, retriever)
     typer.echo(json.dumps(manifest["counts"], indent=2))
 

@@ -97,7 +97,8 @@ def main_rescore(scenarios: Path, report_path: Path, out: Path | None) -> dict:
     """Re-check a saved report's replies (e.g. after a fix to the checks) and print and save the new report."""
     report = json.loads(Path(report_path).read_text())
     results = rescore(report, load_scenarios(scenarios))
-    return write_report({**report, "scenarios_file": str(scenarios), "rescored_from": str(report_path), **summarize(results), "results": results}, out)
+    rescored = {**report, "scenarios_file": str(scenarios), "rescored_from": str(report_path), **summarize(results), "results": results}
+    return write_report(rescored, out)
 
 
 def main(

@@ -53,7 +53,7 @@ def general_batches(
     """Endless right-padded batches of general chats with a mask on the answer tokens."""
     encoded = [assistant_mask(tokenizer, chat) for chat in chats]
     rng = random.Random(seed)
-    for epoch in itertools.count():
+    for _ in itertools.count():
         order = list(range(len(encoded)))
         rng.shuffle(order)
         for start in range(0, len(order) - batch + 1, batch):

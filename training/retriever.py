@@ -15,7 +15,8 @@ import torch
 from safetensors.torch import save_file
 
 from models.embedder import Embedder, pooled
-from training.data.realistic.brands import make_real_brand, brand_names
+from training.data.brands import brand_names
+from training.data.realistic.brands import make_real_brand
 from training.data.realistic.callers import caller_pool, caller_turn, two_questions
 from training.data.realistic.pools import SectorPool, load_pools
 
@@ -98,12 +99,23 @@ def recall_at(model, tokenizer, batches: list[Batch], k: int = 3) -> dict[str, f
     return {f"val_recall_at_{k}_{name}": round(sum(v) / len(v), 4) for name, v in hits.items() if v}
 
 
+def split_pools(cfg: RetrieverTrainConfig) -> list[SectorPool]:
+    """The train pools in the order that keeps the first `validation_sectors` out of the retriever's pairs."""
+    pools = list(load_pools("train"))
+    random.Random(f"retriever-split-{cfg.seed}").shuffle(pools)
+    return pools
+
+
+def kept_out_sectors(cfg: RetrieverTrainConfig = RetrieverTrainConfig()) -> list[str]:
+    """The train sectors the retriever's pairs leave out, where ranking choices are validated."""
+    return [p.name for p in split_pools(cfg)[: cfg.validation_sectors]]
+
+
 def train(cfg: RetrieverTrainConfig) -> dict:
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
-    pools = list(load_pools("train"))
-    random.Random(f"retriever-split-{cfg.seed}").shuffle(pools)
+    pools = split_pools(cfg)
     val_pools, train_pools = pools[: cfg.validation_sectors], pools[cfg.validation_sectors :]
     val_sets = [draw_batch(random.Random(f"val-{i}-{j}"), p, 99, cfg.two_share) for i, p in enumerate(val_pools) for j in range(4)]
     embedder = Embedder(top_layers=None)  # from the bundled weights, whatever is shipped

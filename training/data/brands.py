@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from pipeline.profile import Profile, parse_profile
 from training.data.catalog import FactIntent, Sector, SlotIntent
-from training.data.realistic.pools import SectorPool
 from training.data.generic import SUPPORT_LINE
+from training.data.realistic.pools import SectorPool
 from training.data.sectors_everyday import EVERYDAY_SECTORS
 from training.data.sectors_services import SERVICE_SECTORS
 from training.data.sectors_travel import TRAVEL_SECTORS

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 from pipeline.prompt import Message
 from pipeline.tools import ToolCall
-from training.data import tooluse as t
 from training.data import generic as g
+from training.data import tooluse as t
 from training.data.brands import Brand, fact_intents
-from training.data.catalog import SlotIntent
 from training.data.callers import HARD_TONES, agent_says, caller_plain, caller_says, lower_first
+from training.data.openings import code_given, greeting
 from training.data.values import make_code, spoken_code, tidy
 
 KINDS = ("fact", "multi_fact", "slot", "out_of_knowledge", "human", "small_talk", "tool")
@@ -68,10 +68,6 @@ def curriculum_stage(kind: str, tone: str) -> str:
     return "facts" if kind in ("fact", "small_talk") else "multi_turn"
 
 
-def _start(brand: Brand) -> list[Message]:
-    return [Message("assistant", brand.profile.greeting)]
-
-
 def _team(brand: Brand) -> str:
     return brand.team.removeprefix("a ").removeprefix("an ").removeprefix("the ") if brand.team else ""
 
@@ -82,7 +78,7 @@ def fact(rng: random.Random, brand: Brand, tone: str, exclude: str = "") -> Dial
     value = brand.known[intent.name]
     ask = caller_says(rng, tone, rng.choice(intent.asks), intent.topic)
     answer = rng.choice(intent.answers).format(v=value.spoken)
-    history = _start(brand) + [Message("user", ask), Message("assistant", agent_says(rng, tone, answer))]
+    history = greeting(brand) + [Message("user", ask), Message("assistant", agent_says(rng, tone, answer))]
     return Dialogue(history, intent.name, "fact", tone, include_all=list(value.checks), answer=answer)
 
 
@@ -100,26 +96,6 @@ def multi_fact(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
     reply = agent_says(rng, tone, second.answer, close=False)
     history = first.history + [Message("user", caller_plain(rng, tone, ask)), Message("assistant", reply)]
     return Dialogue(history, second.intent, "multi_fact", tone, include_all=second.include_all)
-
-
-def _says_code(rng: random.Random, tone: str, code: str) -> str:
-    said = rng.choice([code, spoken_code(code)])
-    forms = {
-        "elderly": ("Let me see... it's {c}.", "Oh, here it is. {c}."), "confused": ("Um, I think it's {c}?", "Is it the one that says {c}?"),
-        "non_native": ("Number is {c}.", "It is {c}."), "hurried": ("{c}.",), "angry": ("It's {c}. Hurry up.", "{c}, like I said before."),
-    }.get(tone, ("It's {c}.", "Sure, it's {c}.", "{c}."))
-    return rng.choice(forms).format(c=said)
-
-
-def code_given(rng: random.Random, brand: Brand, intent: SlotIntent, tone: str, code: str) -> list[Message]:
-    """Greeting, the caller's request about a record, the agent asking for its code, the caller giving it."""
-    return _start(brand) + [
-        Message("user", caller_plain(rng, tone, rng.choice(intent.asks))),
-        Message("assistant", agent_says(rng, tone, rng.choice([
-            f"Can I have your {intent.slot}, please?", f"What's your {intent.slot}, please?",
-        ]), close=False)),
-        Message("user", _says_code(rng, tone, code)),
-    ]
 
 
 def slot(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
@@ -164,14 +140,14 @@ def out_of_knowledge(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
         ask, name = caller_plain(rng, tone, rng.choice(g.OFF_TOPIC)), "off_topic"
         tail = rng.choice(g.ONLY_BRAND).format(brand=brand.name)
     reply = f"{rng.choice(g.DONT_HAVE)} {tail}"
-    history = _start(brand) + [Message("user", ask), Message("assistant", reply)]
+    history = greeting(brand) + [Message("user", ask), Message("assistant", reply)]
     return Dialogue(history, name, "out_of_knowledge", tone, include_any=DONT_KNOW)
 
 
 def human(rng: random.Random, brand: Brand, tone: str, offer_share: float = 0.3) -> Dialogue:
     """The caller asks for a person: transfer to the profile's escalation target (offering first in
     `offer_share` of dialogues), or say it is not possible."""
-    history = _start(brand) + [Message("user", caller_plain(rng, tone, rng.choice(g.HUMAN_ASKS)))]
+    history = greeting(brand) + [Message("user", caller_plain(rng, tone, rng.choice(g.HUMAN_ASKS)))]
     if not brand.team:
         history.append(Message("assistant", rng.choice(g.NO_TRANSFER).format(brand=brand.name)))
         return Dialogue(history, "human_request", "human", tone, include_any=CANT_TRANSFER)
@@ -190,7 +166,7 @@ def small_talk(rng: random.Random, brand: Brand, tone: str) -> Dialogue:
     intent = rng.choice(sorted(g.SMALL_TALK))
     asks, replies, must = g.SMALL_TALK[intent]
     reply = rng.choice(replies).format(name=brand.agent, brand=brand.name)
-    history = _start(brand) + [Message("user", caller_plain(rng, tone, rng.choice(asks))), Message("assistant", reply)]
+    history = greeting(brand) + [Message("user", caller_plain(rng, tone, rng.choice(asks))), Message("assistant", reply)]
     include = {"name": [brand.agent], "brand": [brand.name], "": []}[must]
     return Dialogue(history, intent, "small_talk", tone, include_all=include)
 

@@ -12,11 +12,20 @@ from pathlib import Path
 from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
 from pipeline.retrieval import Retriever
+from training.data import tooluse
 from training.data.brands import SECTORS, TRAIN_ONLY_SECTORS, Brand, brand_names, make_brand
 from training.data.callers import TONES
-from training.data import tooluse
 from training.data.dialogues import (
-    BUILDERS, KINDS, Dialogue, catalog_intents, curriculum_stage, fact, human, slot_request, tool, with_actions,
+    BUILDERS,
+    KINDS,
+    Dialogue,
+    catalog_intents,
+    curriculum_stage,
+    fact,
+    human,
+    slot_request,
+    tool,
+    with_actions,
 )
 from training.data.general import general_prompts
 from training.data.realistic.brands import RealBrand
@@ -196,7 +205,8 @@ def generate(
     manifest = {
         "config": asdict(cfg),
         "counts": {
-            "train": len(train), "heldout": len(heldout), "scenarios": len(evals), "tool_scenarios": len(tool_evals), "general": len(general),
+            "train": len(train), "heldout": len(heldout), "scenarios": len(evals), "tool_scenarios": len(tool_evals),
+            "general": len(general),
             "train_brands": len(splits["train"]), "heldout_brands": len(splits["heldout"]),
             "intents": len(catalog_intents()),
             "intents_seen": len({r["meta"]["intent"].removeprefix("unknown_") for r in train + heldout}),

@@ -85,7 +85,10 @@ TELECOM = Sector(
 UTILITIES = Sector(
     "utilities", ("Energy", "Power", "Water", "Utilities"), ("the customer service assistant", "the phone agent"),
     ("a {brand} billing specialist", "the {brand} emergency team", "a field service coordinator"),
-    ("Ask for the customer number before discussing a specific account.", "For a gas smell, tell the caller to leave and call the emergency line."),
+    (
+        "Ask for the customer number before discussing a specific account.",
+        "For a gas smell, tell the caller to leave and call the emergency line.",
+    ),
     (
         F("late_fee", "A late payment fee of {v} applies after the due date.", money(5, 25, 5), "the late payment fee",
           ("What happens if I pay my bill late?", "Is there a late fee?"), ("A late payment fee of {v} applies after the due date.",)),

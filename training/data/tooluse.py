@@ -13,6 +13,7 @@ from pipeline.tools import ToolCall
 from training.data.brands import Brand
 from training.data.callers import caller_plain
 from training.data.catalog import SlotIntent
+from training.data.openings import code_given, greeting
 from training.data.values import make_code
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
@@ -28,7 +29,9 @@ NOT_FOUND = (
     "Sorry, nothing comes up for that {slot}. Could you check it and say it again?",
 )
 LOOKUP_FAILED = ("Sorry, I can't look that up right now.", "I'm sorry, our system isn't answering right now.")
-GOODBYES = ("Thanks, that's all.", "Great, thank you, bye.", "Okay, that's everything, thanks.", "That's all I needed, goodbye.", "Bye now.")
+GOODBYES = (
+    "Thanks, that's all.", "Great, thank you, bye.", "Okay, that's everything, thanks.", "That's all I needed, goodbye.", "Bye now.",
+)
 BYE_REPLIES = ("You're welcome, thanks for calling {brand}. Goodbye.", "My pleasure. Thanks for calling {brand}, have a great day.")
 
 
@@ -64,14 +67,13 @@ def result_for(rng: random.Random, code: str) -> tuple[dict, str | None]:
     """A lookup's JSON answer, and the date the spoken reply must repeat (None when not found)."""
     if rng.random() < 0.2:
         return {"found": False}, None
-    date = f"{rng.choice(DAYS)}, {rng.choice(MONTHS)} {rng.randint(1, 28)}" if rng.random() < 0.3 else f"{rng.choice(MONTHS)} {rng.randint(1, 28)}"
+    with_day = rng.random() < 0.3
+    date = f"{rng.choice(DAYS)}, {rng.choice(MONTHS)} {rng.randint(1, 28)}" if with_day else f"{rng.choice(MONTHS)} {rng.randint(1, 28)}"
     return {"found": True, "reference": code, "status": rng.choice(STATUSES).format(d=date)}, date.split(", ")[-1]
 
 
 def lookup_dialogue(rng: random.Random, brand: Brand, tone: str) -> tuple[list[Message], dict]:
     """Ask for the code, call the lookup with it, then speak the result. Returns the history and check fields."""
-    from training.data.dialogues import code_given
-
     intent = brand.lookup
     code = make_code(rng, intent.shape)
     call = ToolCall(lookup_name(intent), {lookup_param(intent): code})
@@ -98,7 +100,5 @@ def ends_with_call(history: list[Message], call: ToolCall) -> list[Message]:
 
 
 def goodbye(rng: random.Random, brand: Brand, tone: str) -> list[Message]:
-    from training.data.dialogues import _start
-
     reply = rng.choice(BYE_REPLIES).format(brand=brand.name)
-    return _start(brand) + [Message("user", caller_plain(rng, tone, rng.choice(GOODBYES))), Message("assistant", reply)]
+    return greeting(brand) + [Message("user", caller_plain(rng, tone, rng.choice(GOODBYES))), Message("assistant", reply)]

@@ -19,7 +19,9 @@ def train_drafter_command(
     batch_size: Annotated[int, typer.Option(help="sequences per step")] = 8,
     max_seq_len: Annotated[int, typer.Option(help="drafter window: the last tokens of prompt + reply")] = 256,
     num_prompts: Annotated[int, typer.Option(help="prompts the target answers (dialogs with --replies dialogs)")] = 400,
-    replies: Annotated[str, typer.Option(help="regenerated: the target's own replies; dialogs: the dialogs' replies as written")] = "regenerated",
+    replies: Annotated[str, typer.Option(
+        help="regenerated: the target's own replies; dialogs: the dialogs' replies as written"
+    )] = "regenerated",
     max_new_tokens: Annotated[int, typer.Option(help="longest regenerated reply")] = 160,
     temperature: Annotated[float, typer.Option(help="0: greedy replies (as served); > 0: sampled")] = 0.0,
     regen_batch_size: Annotated[int, typer.Option(help="prompts answered per generate call")] = 16,

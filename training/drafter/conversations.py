@@ -13,9 +13,8 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
-from pipeline.profile import Profile, load_profiles, parse_profile
+from pipeline.profile import DEFAULT_PROFILES, Profile, load_profiles, parse_profile
 from pipeline.prompt import Message, build_messages
-from server.settings import DEFAULT_PROFILES
 from training.drafter.target import encode_chat
 
 
@@ -96,7 +95,9 @@ def _worker_sample(chat: list[dict]) -> DialogSample:
     return dialog_sample(chat, *_worker_args)
 
 
-def dialog_samples(chats: list[list[dict]], tokenizer: PreTrainedTokenizerBase, stops: set[int], workers: int | None = None) -> list[DialogSample]:
+def dialog_samples(
+    chats: list[list[dict]], tokenizer: PreTrainedTokenizerBase, stops: set[int], workers: int | None = None
+) -> list[DialogSample]:
     """`dialog_sample` of each chat, in order; many chats are spread over `workers` processes (default: every core)."""
     workers = workers or os.cpu_count() or 1
     if workers == 1 or len(chats) < PARALLEL_FROM:

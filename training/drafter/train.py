@@ -103,7 +103,9 @@ def new_drafter(model: torch.nn.Module, samples: list[Sample | DialogSample], cf
     return drafter
 
 
-def start_drafter(model: torch.nn.Module, samples: list[Sample | DialogSample], cfg: DrafterTrainConfig) -> tuple[Eagle3Drafter, dict | None, int]:
+def start_drafter(
+    model: torch.nn.Module, samples: list[Sample | DialogSample], cfg: DrafterTrainConfig
+) -> tuple[Eagle3Drafter, dict | None, int]:
     """(fp32 drafter, optimizer state or None, first step): resumed, from `init`, or new."""
     run = cfg.resolved_run_dir()
     if cfg.resume and has_checkpoint(run):

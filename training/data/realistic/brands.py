@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from pipeline.profile import Profile, parse_profile
-from training.data.brands import AGENT_NAMES, brand_names, profile_data
+from training.data.brands import AGENT_NAMES, profile_data
 from training.data.realistic.pools import SectorPool, Topic
 from training.data.values import Value, ValueGen, clock, count, money, percent, tidy
 from training.textnorm import normalize

@@ -37,7 +37,8 @@ class CallerPool:
 
     def strings(self) -> set[str]:
         """Every line of the pool (for the split-disjointness check)."""
-        groups = [*self.wraps.values(), *self.small_talk.values(), self.context, self.two_fact, self.human, self.off_topic, self.corrections]
+        groups = [*self.wraps.values(), *self.small_talk.values(), self.context, self.two_fact, self.human, self.off_topic,
+                  self.corrections]
         return {s for g in groups for s in g}
 
 

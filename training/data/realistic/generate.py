@@ -11,10 +11,11 @@ from pathlib import Path
 
 from pipeline.retrieval import Retriever
 from training.data import generate as templated
+from training.data.brands import brand_names
 from training.data.dialogues import curriculum_stage
 from training.data.general import general_prompts
 from training.data.generate import _scenario, rivals, training_messages, write_jsonl
-from training.data.realistic.brands import RealBrand, brand_names, make_real_brand
+from training.data.realistic.brands import RealBrand, make_real_brand
 from training.data.realistic.callers import caller_pool
 from training.data.realistic.dialogues import build
 from training.data.realistic.pools import load_pools
@@ -65,10 +66,11 @@ def conversations(cfg: BrandDataConfig, brands: list[RealBrand], retriever: Retr
     return out
 
 
-def scenarios(cfg: BrandDataConfig, brands: list[RealBrand]) -> list[dict]:
-    """Held-out scenarios: the history up to the caller's last turn, the checks, and a reference reply."""
+def scenarios(cfg: BrandDataConfig, brands: list[RealBrand], split: str = "heldout") -> list[dict]:
+    """Scenarios: the history up to the caller's last turn, the checks, and a reference reply; callers speak in the
+    lines of `split` (held-out ones for the held-out file, train ones for validation on kept-out train sectors)."""
     rng = random.Random(f"brand-scenarios-{cfg.seed}")
-    callers = caller_pool("heldout")
+    callers = caller_pool(split)
     brands = rng.sample(brands, len(brands))
     quota = [k for k, w in zip(SCENARIO_KINDS, cfg.scenario_kind_weights) for _ in range(round(w * cfg.scenarios))]
     kinds = rng.sample(quota, len(quota)) + list(SCENARIO_KINDS) * cfg.scenarios  # exact shares; rounding topped up
@@ -113,3 +115,12 @@ def generate_brands(out: Path, cfg: BrandDataConfig = BrandDataConfig(), scenari
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+def validation_scenarios(cfg: BrandDataConfig, sectors: list[str], path: Path) -> list[dict]:
+    """Scenarios from train sectors the retriever never trained on, in train callers' words: where ranking choices
+    are made, so the held-out file only ever reports them."""
+    brands = [b for b in make_brands(cfg, "train") if b.pool.name in sectors]
+    rows = scenarios(cfg, brands, "train")
+    write_jsonl(path, rows)
+    return rows

@@ -119,7 +119,7 @@ def _topic(raw: dict, where: str, names: set[str]) -> Topic:
         for text in texts:
             if slot not in _SLOT.findall(text) or set(_SLOT.findall(text)) - known:
                 raise PoolError(f"{where}: answer {text!r} must say {{{slot}}} and use only known slots")
-    for slot, texts in asks.items():
+    for texts in asks.values():
         for text in texts:
             if set(_SLOT.findall(text)) - names - {"brand"}:
                 raise PoolError(f"{where}: ask {text!r} may use only {{brand}} and names, never a value")
