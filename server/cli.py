@@ -17,16 +17,15 @@ MODEL_HELP = "embedded LLM: tuned (SmolLM2 + the committed adapter; base until o
 
 
 SPEC_HELP = "speculative decoding (lossless) with --drafter or the committed drafter, models/drafters/talkline, if any"
-SPEC_DEFAULTS = SpecConfig.__dataclass_fields__
 DRAFTER_HELP = "EAGLE3 drafter folder (SGLang format) [TALKLINE_DRAFTER, models/drafters/talkline when one is committed]"
 Spec = Annotated[bool | None, typer.Option("--spec/--no-spec", help=SPEC_HELP + " [TALKLINE_SPEC, on]")]
 Drafter = Annotated[Path | None, typer.Option(help=DRAFTER_HELP)]
 DraftTokens = Annotated[int | None, typer.Option(
-    help=f"longest draft chain per target forward [TALKLINE_DRAFT_TOKENS, {SPEC_DEFAULTS['draft_tokens'].default}]"
+    help=f"longest draft chain per target forward [TALKLINE_DRAFT_TOKENS, {SpecConfig.draft_tokens}]"
 )]
 MinDraftConfidence = Annotated[float | None, typer.Option(
     help="after its first draft, a chain ends once the drafter's top probability drops below this "
-    f"[TALKLINE_MIN_DRAFT_CONFIDENCE, {SPEC_DEFAULTS['min_confidence'].default}]"
+    f"[TALKLINE_MIN_DRAFT_CONFIDENCE, {SpecConfig.min_confidence}]"
 )]
 PROMPT_LOOKUP_HELP = ("greedy chains also draft what followed the same tokens earlier in the conversation, else in the "
                       "target's past replies (the drafter's phrases.json, grown by each reply)")
@@ -73,9 +72,9 @@ def serve(
     _logging(log_level)
     settings = _settings(
         host=host, port=port, profiles_dir=profiles, db_url=db, llm=llm, llm_url=llm_url, llm_timeout=llm_timeout,
-        spec=spec_from_env(spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence,
-                           prompt_lookup=prompt_lookup),
     )
+    settings.spec = spec_from_env(spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence,
+                                  prompt_lookup=prompt_lookup)  # set after: None (--no-spec) is a value here
     settings.model_path = llm_dir(model) if settings.llm == "embedded" else None
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level, ws_max_size=1 << 20)
 

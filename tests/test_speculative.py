@@ -199,6 +199,7 @@ def test_serve_engine_and_bench_share_one_set_of_speculative_defaults(monkeypatc
     assert runner.invoke(app, ["engine", "--drafter", str(tmp_path), "--draft-tokens", "2"]).exit_code == 0
     assert loads[-1] == SpecConfig(drafter=tmp_path, draft_tokens=2, min_confidence=0.3)
     assert runner.invoke(app, ["engine", "--no-spec"]).exit_code == 0 and loads[-1] is None
+    assert runner.invoke(app, ["serve", "--no-spec"]).exit_code == 0 and settings[-1].spec is None
     assert runner.invoke(app, ["engine", "--no-prompt-lookup"]).exit_code == 0 and loads[-1].prompt_lookup is False
     monkeypatch.setenv("TALKLINE_PROMPT_LOOKUP", "0")
     result = runner.invoke(app, ["serve", "--drafter", str(tmp_path), "--draft-tokens", "3"])
