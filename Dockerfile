@@ -35,5 +35,6 @@ EXPOSE 8000
 VOLUME ["/data"]
 HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["talkline"]
 CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]

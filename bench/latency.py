@@ -80,8 +80,10 @@ async def run_turn(client: CallClient, path: Path, call_no: int, turn_no: int) -
     metrics_before = len(client.got.of("metrics"))
     start = time.monotonic()
     sent = await client.stream(samples)
+    if not sent:  # the call had already ended
+        return TurnResult(call_no, turn_no, path.name, None)
     speech_end = sent[min(end_of_speech(samples) // (RATE // 50), len(sent) - 1)]
-    await client.wait_for(lambda got: len(client.agent_finals()) > finals_before, timeout=180)
+    await client.wait_for(lambda got: len(client.agent_finals()) > finals_before or client.closed.is_set(), timeout=180)
     turn_audio = [(t, f) for t, f in client.got.audio if t > start]
     first = next((k for k, (_, f) in enumerate(turn_audio) if np.abs(f).max(initial=0) > SILENT_PEAK), None)
     frames = [(t, len(f)) for t, f in turn_audio[first:]] if first is not None else []
@@ -96,7 +98,7 @@ async def run_call(url: str, profile: str, wavs: list[Path], call_no: int) -> li
     while pending:
         async with CallClient(url, profile) as client:
             await client.wait_for(lambda got: client.agent_finals(), timeout=120)
-            while pending and not client.got.of("end"):
+            while pending and not client.got.of("end") and not client.closed.is_set():
                 turn_no, path = pending.pop(0)
                 results.append(await run_turn(client, path, call_no, turn_no))
                 await asyncio.sleep(0.3)  # an `end` right after the answer's last audio
@@ -126,8 +128,10 @@ def print_table(results: list[TurnResult], summary: dict) -> None:
             f"{s.get('llm_ttft_ms', '-'):>9} {s.get('tts_ttfb_ms', '-'):>9} {len(r.underruns):>9}"
         )
     v = summary["voice_to_voice_ms"]
-    print(f"\nvoice-to-voice over {summary['turns']} turns: p50 {v['p50']} ms, p95 {v['p95']} ms, max {v['max']} ms; "
-          f"underruns {summary['underruns']}")
+    print(
+        f"\nvoice-to-voice over {summary['turns']} turns: p50 {v['p50']} ms, p95 {v['p95']} ms, max {v['max']} ms; "
+        f"underruns {summary['underruns']}"
+    )
     for stage, p in summary["server_stages_ms"].items():
         print(f"  server {stage:<18} p50 {p['p50']} ms  p95 {p['p95']} ms")
 
@@ -167,8 +171,12 @@ class OwnServer:
         raise RuntimeError(f"`talkline serve` did not become healthy (exit code {self.proc.poll()})")
 
     def __exit__(self, *exc) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        self.proc.terminate()  # a drain: it exits as soon as no call is open
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 async def bench(url: str, profile: str, wavs: list[Path], calls: int) -> list[TurnResult]:

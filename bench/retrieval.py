@@ -25,6 +25,7 @@ RANKERS = ("embedding", "bm25", "served")  # served: hybrid with a pick per ques
 
 def needed(profile_items: tuple[str, ...], checks: dict) -> set[int] | None:
     """The items holding the values a right reply must say (as written or as spoken); None if a value is in none."""
+
     def holding(value: str) -> set[int]:
         return {i for i, item in enumerate(profile_items) if contains(item, value) or contains(speakable(item), value)}
 
@@ -72,8 +73,12 @@ def measure(scenarios: list[dict], retriever: Retriever) -> dict:
         "questions": len(hits["served"][3]),
         "recall": {r: {f"@{k}": rate(hits[r][k]) for k in KS} for r in RANKERS},
         "served_recall_at_3_per_kind": {k: rate(v) for k, v in sorted(per_kind.items())},
-        "turn_ms": {"median": round(statistics.median(turn_ms), 2), "p95": round(float(np.percentile(turn_ms, 95)), 2),
-                    "max": round(max(turn_ms), 2), "turns": len(turn_ms)},
+        "turn_ms": {
+            "median": round(statistics.median(turn_ms), 2),
+            "p95": round(float(np.percentile(turn_ms, 95)), 2),
+            "max": round(max(turn_ms), 2),
+            "turns": len(turn_ms),
+        },
     }
 
 

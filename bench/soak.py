@@ -60,8 +60,9 @@ async def sample(pid: int, http_url: str, t0: float) -> Sample:
     proc = psutil.Process(pid)
     async with httpx.AsyncClient(base_url=http_url, timeout=5) as http:
         health = (await http.get("/healthz")).json()
-    return Sample(round(time.monotonic() - t0, 1), round(proc.memory_info().rss / 2**20, 1), proc.num_fds(), health["tasks"],
-                  health["active_calls"])
+    return Sample(
+        round(time.monotonic() - t0, 1), round(proc.memory_info().rss / 2**20, 1), proc.num_fds(), health["tasks"], health["active_calls"]
+    )
 
 
 async def idle_sample(pid: int, http_url: str, t0: float, timeout: float = 60.0) -> Sample:

@@ -89,9 +89,16 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retri
         relevant = retriever.relevant(profile, more) if retriever else ()
         c = timed(spec, session, spec.encode_chat(build_messages(profile, more, relevant=relevant)), 1)
         followup.append(c.ttft_s)
-        rows.append({"profile": profile.id, "prompt": history[-1].content, "identical": same,
-                     "plain_tokens": len(a.tokens), "spec_accept_len": round(b.stats.mean_accept_len, 2),
-                     "followup_new_tokens": c.stats.prompt_tokens - c.stats.reused_tokens})
+        rows.append(
+            {
+                "profile": profile.id,
+                "prompt": history[-1].content,
+                "identical": same,
+                "plain_tokens": len(a.tokens),
+                "spec_accept_len": round(b.stats.mean_accept_len, 2),
+                "followup_new_tokens": c.stats.prompt_tokens - c.stats.reused_tokens,
+            }
+        )
     plain_tok_s = plain_tokens / plain_time if plain_time else 0.0
     spec_tok_s = spec_tokens / spec_time if spec_time else 0.0
     return {
@@ -109,8 +116,15 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retri
 
 
 def main(
-    prompts_file: Path, config: SpecConfig, max_new_tokens: int, out: Path | None, threads: int = 1,
-    limit: int | None = None, retrieval: bool = True, untrained: bool = False,
+    prompts_file: Path,
+    config: SpecConfig,
+    max_new_tokens: int,
+    out: Path | None,
+    threads: int = 1,
+    limit: int | None = None,
+    retrieval: bool = True,
+    untrained: bool = False,
+    model: str = "tuned",
 ) -> dict:
     """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them), each with the facts retrieved for
     its last turn as a call has them; `untrained` (or a config without a drafter) drafts with a random drafter. Print
@@ -118,17 +132,25 @@ def main(
     torch.set_num_threads(threads)
     retriever = Retriever(Embedder()) if retrieval else None
     prompts = sample_prompts(load_prompts(prompts_file), limit)
-    plain = Engine.load()
+    plain = Engine.load(model=model)
     untrained = untrained or config.drafter is None
     if untrained:
         draft = random_drafter(plain.model.config, 8192, seed=0)
         spec = Engine(plain.model, plain.tokenizer, draft, config.draft_tokens, config.min_confidence, config.prompt_lookup)
     else:
-        spec = Engine.load(spec=config)
-    report = {"drafter": "random (untrained, seed 0)" if untrained else str(config.drafter), "threads": threads,
-              "prompts_file": str(prompts_file), "retrieval": retrieval, "min_confidence": config.min_confidence,
-              "prompt_lookup": config.prompt_lookup, "phrases": len(spec.phrases) if spec.phrases is not None else None,
-              "learn_phrases": config.learn_phrases, **compare(plain, spec, prompts, max_new_tokens, retriever)}
+        spec = Engine.load(model=model, spec=config)
+    report = {
+        "model": model,
+        "drafter": "random (untrained, seed 0)" if untrained else str(config.drafter),
+        "threads": threads,
+        "prompts_file": str(prompts_file),
+        "retrieval": retrieval,
+        "min_confidence": config.min_confidence,
+        "prompt_lookup": config.prompt_lookup,
+        "phrases": len(spec.phrases) if spec.phrases is not None else None,
+        "learn_phrases": config.learn_phrases,
+        **compare(plain, spec, prompts, max_new_tokens, retriever),
+    }
     print(f"drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
     for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "ttft_ms", "followup_ttft_ms"):
         print(f"  {key:<18} {report[key]}")

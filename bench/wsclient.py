@@ -37,8 +37,11 @@ class RealtimeCaller:
         step = self.rate * frame_ms // 1000
         t0, sent = time.monotonic(), []
         for i, start in enumerate(range(0, len(samples), step)):
-            for frame in self.media(samples[start : start + step]):
-                await self.ws.send(frame)
+            try:
+                for frame in self.media(samples[start : start + step]):
+                    await self.ws.send(frame)
+            except websockets.ConnectionClosed:  # the server ended the call (a transfer, a hang-up)
+                break
             sent.append(time.monotonic())
             if (delay := t0 + (i + 1) * frame_ms / 1000 - time.monotonic()) > 0:
                 await asyncio.sleep(delay)

@@ -44,8 +44,18 @@ def _target_fields(cfg: Any) -> dict[str, Any]:
     theta, scaling = _rope_of(cfg)
     dtype = getattr(cfg, "dtype", None) or getattr(cfg, "torch_dtype", None) or "float32"
     return {
-        **{k: getattr(cfg, k) for k in ("hidden_size", "num_attention_heads", "intermediate_size", "rms_norm_eps",
-                                        "max_position_embeddings", "hidden_act", "vocab_size")},
+        **{
+            k: getattr(cfg, k)
+            for k in (
+                "hidden_size",
+                "num_attention_heads",
+                "intermediate_size",
+                "rms_norm_eps",
+                "max_position_embeddings",
+                "hidden_act",
+                "vocab_size",
+            )
+        },
         "num_key_value_heads": getattr(cfg, "num_key_value_heads", None) or heads,
         "head_dim": getattr(cfg, "head_dim", None) or cfg.hidden_size // heads,
         "rope_theta": theta,
@@ -75,9 +85,7 @@ class Eagle3Config:
     torch_dtype: str
 
     @classmethod
-    def from_target(
-        cls, target_config: Any, draft_vocab_size: int, aux_layer_ids: list[int] | None = None
-    ) -> Eagle3Config:
+    def from_target(cls, target_config: Any, draft_vocab_size: int, aux_layer_ids: list[int] | None = None) -> Eagle3Config:
         """Drafter config for a HF Llama target; aux ids default to the states entering layers 2, L//2, L-3."""
         n_layers = target_config.num_hidden_layers
         aux = list(aux_layer_ids) if aux_layer_ids is not None else default_aux_layer_ids(n_layers)
@@ -108,8 +116,7 @@ class Eagle3Config:
         aux = (d.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
         if not aux:  # SGLang's fallback depends on the target's depth, which this file does not know
             raise DrafterCheckpointError("config.json lacks eagle_config.eagle_aux_hidden_state_layer_ids")
-        return cls(**_target_fields(SimpleNamespace(**d)), draft_vocab_size=d["draft_vocab_size"],
-                   aux_layer_ids=list(aux))
+        return cls(**_target_fields(SimpleNamespace(**d)), draft_vocab_size=d["draft_vocab_size"], aux_layer_ids=list(aux))
 
 
 @dataclass

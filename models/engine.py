@@ -42,7 +42,7 @@ class Detokenizer:
         text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
         if text.endswith("\ufffd"):
             return ""
-        delta, self.text = text[len(self.text):], text
+        delta, self.text = text[len(self.text) :], text
         return delta
 
 
@@ -90,8 +90,16 @@ class Engine:
             return cls(lm, tokenizer)
         shipped = Path(spec.drafter) / PHRASES_NAME
         memory = PhraseMemory.load(shipped) if spec.prompt_lookup and spec.phrases and shipped.exists() else None
-        return cls(lm, tokenizer, load_drafter(spec.drafter, dtype=dtype)[0], spec.draft_tokens, spec.min_confidence,
-                   spec.prompt_lookup, memory, spec.learn_phrases)
+        return cls(
+            lm,
+            tokenizer,
+            load_drafter(spec.drafter, dtype=dtype)[0],
+            spec.draft_tokens,
+            spec.min_confidence,
+            spec.prompt_lookup,
+            memory,
+            spec.learn_phrases,
+        )
 
     def set_drafter(self, drafter: Eagle3Drafter | None) -> None:
         """Use an EAGLE3 drafter (sharing this model's embeddings), or None for plain decoding."""
@@ -113,9 +121,7 @@ class Engine:
         return session
 
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        encoded = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True
-        )
+        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True)
         return list(encoded["input_ids"])
 
     def prefill(self, session: Session, prompt_ids: list[int], cancelled: Callable[[], bool] = lambda: False) -> None:
@@ -149,8 +155,18 @@ class Engine:
                 rest = self._plain_decode(session, first, temperature, stats, generator)
             else:
                 rest = speculative_decode(
-                    self.model, self.drafter, session, first, self.draft_tokens, temperature, stats, cancelled, generator,
-                    self.min_draft_confidence, self.prompt_lookup, self.phrases,
+                    self.model,
+                    self.drafter,
+                    session,
+                    first,
+                    self.draft_tokens,
+                    temperature,
+                    stats,
+                    cancelled,
+                    generator,
+                    self.min_draft_confidence,
+                    self.prompt_lookup,
+                    self.phrases,
                 )
             reply: list[int] = []
             try:

@@ -39,8 +39,9 @@ def rowwise_attention(
         return out.transpose(1, 2).contiguous(), None
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     keys, values = key[0].float(), value[0].float()  # once per layer; each row attends to a prefix view of them
-    out = [one_query_attention(query[0, :, t], keys[:, : total - rows + t + 1], values[:, : total - rows + t + 1], scale)
-           for t in range(rows)]  # each [Hq, D]
+    out = [
+        one_query_attention(query[0, :, t], keys[:, : total - rows + t + 1], values[:, : total - rows + t + 1], scale) for t in range(rows)
+    ]  # each [Hq, D]
     return torch.stack(out)[None].to(query.dtype), None
 
 

@@ -49,8 +49,16 @@ def draft_probabilities(drafter: Eagle3Drafter, logits: torch.Tensor, vocab_size
 
 
 def draft_chain(
-    drafter: Eagle3Drafter, cache: DrafterCache, logits: torch.Tensor, hidden: torch.Tensor, n: int, k: int,
-    temperature: float, generator: torch.Generator | None, min_confidence: float, lookup: ContextLookup | None,
+    drafter: Eagle3Drafter,
+    cache: DrafterCache,
+    logits: torch.Tensor,
+    hidden: torch.Tensor,
+    n: int,
+    k: int,
+    temperature: float,
+    generator: torch.Generator | None,
+    min_confidence: float,
+    lookup: ContextLookup | None,
 ) -> tuple[list[int], list[torch.Tensor | None]]:
     """Up to k drafts after the round's first token (at position n), from the drafter's state after the catch-up
     (`logits`, `hidden`). Greedy: the lookup's token where it has one, unless the drafter is sure of another

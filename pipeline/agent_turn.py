@@ -81,6 +81,7 @@ class Turn:
     parts: list[Part] = field(default_factory=list)
     control: ToolCall | None = None  # transfer_to_human or end_call, carried out once the turn closed
     tool_calls: list[dict] = field(default_factory=list)  # what the store records
+    timeline: dict[str, tuple[float, float]] = field(default_factory=dict)  # stage -> monotonic (start, end), for traces
 
     def latencies(self) -> dict[str, float | None]:
         return {

@@ -62,8 +62,11 @@ class WhisperASR:
         features = self.model.feature_extractor(padded)[:, :frames]
         max_length = min(int(12 * len(audio) / RATE) + 16, 224)  # a bound on runaway repetition
         result = self.model.model.generate(
-            ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])), [self._prompt],
-            beam_size=1, max_length=max_length, suppress_blank=True,
+            ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
+            [self._prompt],
+            beam_size=1,
+            max_length=max_length,
+            suppress_blank=True,
         )
         return self._tokenizer.decode(result[0].sequences_ids[0]).strip()
 
@@ -97,7 +100,7 @@ class TurnTranscriber:
             self._buffer.append(samples)
             self._buffered += len(samples)
         else:
-            self._recent = np.concatenate([self._recent, samples])[-self.preroll:]
+            self._recent = np.concatenate([self._recent, samples])[-self.preroll :]
 
     def begin(self) -> None:
         """Speech started: the utterance starts with the pre-roll."""

@@ -17,7 +17,7 @@ from pipeline.asr import RATE as ASR_RATE
 from pipeline.asr import TurnTranscriber
 from pipeline.audio import StreamResampler, resample
 from pipeline.clauses import ClauseSplitter
-from pipeline.io import AudioIn, CallControlError, CallIO, DtmfIn, HangUp, Inbound, TextIn
+from pipeline.io import AudioIn, CallControlError, CallIO, Closing, DtmfIn, HangUp, Inbound, TextIn
 from pipeline.llm import LLMError
 from pipeline.metrics import Metrics
 from pipeline.playout import Playout
@@ -26,6 +26,7 @@ from pipeline.prompt import Message, build_messages
 from pipeline.stages import Stages
 from pipeline.store import Store
 from pipeline.tools import HttpTool, SpeechFilter, ToolCall, split_reply
+from pipeline.tracing import NO_SPAN, record_turn, start_call_span
 from pipeline.turns import endpoint_ms
 from pipeline.vad import SpeechDetector, SpeechEvent
 
@@ -63,13 +64,12 @@ class Call:
         interim = lambda text: io.send_event({"type": "transcript", "text": text, "final": False})  # noqa: E731
         self.transcriber = TurnTranscriber(stages.asr, interim, turn.interim_interval_ms)
         self.resampler = StreamResampler(input_rate, ASR_RATE)
-        self.playout = Playout(
-            io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback
-        )
+        self.playout = Playout(io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback)
         self.reply: asyncio.Task | None = None
         self.draft: Draft | None = None
         self.warm: asyncio.Task | None = None  # prefilling the next turn's prompt
         self.turns = 0
+        self.span = NO_SPAN
 
     def push(self, item: Inbound) -> None:
         """Called by the transport for each decoded input."""
@@ -78,6 +78,7 @@ class Call:
     async def run(self) -> str:
         """Run the call until hang-up; returns the end reason."""
         await self.store.run(self.store.start_call, self.id, self.profile.id, self.transport)
+        self.span = start_call_span(self.id, self.profile.id, self.transport)
         self.metrics.active_calls.inc()
         self.metrics.calls.labels(transport=self.transport).inc()
         player = asyncio.create_task(self.playout.run())
@@ -97,11 +98,18 @@ class Call:
             with contextlib.suppress(Exception):
                 await self.store.run(self.store.end_call, self.id, reason)
             self.metrics.active_calls.dec()
+            self.span.set_attribute("talkline.end_reason", reason)
+            self.span.end()
         return reason
 
     async def _handle(self, item: Inbound | Control) -> str | None:
         """One inbox item; returns the end reason once the call is over."""
         if isinstance(item, HangUp):
+            return item.reason
+        if isinstance(item, Closing):
+            await self._take_turn(self._say_line(Turn(None, None), self.profile.closing_line))
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.reply
             return item.reason
         if isinstance(item, Control):
             return await self._control(item.call)
@@ -176,6 +184,7 @@ class Call:
             log.exception("call %s: ASR failed", self.id)
             text = ""
         turn = Turn(text, end.time, gate=gate, asr_ms=ms_since(t0))
+        turn.timeline.update(vad_end=(end.time, t0), asr=(t0, time.monotonic()))
         if gate is not None:  # adaptive endpointing: a complete sentence needs less silence
             settings = self.profile.turn
             self.detector.set_endpoint_ms(endpoint_ms(text, settings.endpoint_complete_ms, settings.endpoint_silence_ms))
@@ -202,7 +211,8 @@ class Call:
         """Prefill the next turn's prompt (system prompt and history) while the caller talks; stop that on a reply."""
         if self.warm is not None:
             self.warm.cancel()
-        self.warm = asyncio.create_task(self.llm.prefill(build_messages(self.profile, self.history))) if start else None
+        warming = self.llm.prefill(build_messages(self.profile, self.history), self.profile.tools) if start else None
+        self.warm = asyncio.create_task(warming) if warming else None
 
     async def _say_line(self, turn: Turn, line: str) -> None:
         """A turn of fixed words: the greeting, or the fallback line."""
@@ -234,7 +244,9 @@ class Call:
         """Model replies, each spoken as it streams: an HTTP tool's answer goes back to the model for the next
         (at most MAX_HTTP_CALLS a turn); a transfer or hang-up ends the turn."""
         prior = [*self.history, Message("user", turn.caller_text or "")]
+        t0 = time.monotonic()
         relevant = await self.stages.retriever.arelevant(self.profile, prior)
+        turn.timeline["retrieval"] = (t0, time.monotonic())
         for answered in range(MAX_HTTP_CALLS + 1):
             part = Part(self.playout.segment_count(turn.index))
             turn.parts.append(part)
@@ -320,6 +332,7 @@ class Call:
                 async for delta in deltas:
                     if turn.llm_ttft_ms is None:
                         turn.llm_ttft_ms = ms_since(t0)
+                        turn.timeline["llm_first_token"] = (t0, time.monotonic())
                     said = True
                     if text := speech.feed(delta):
                         yield text
@@ -366,6 +379,7 @@ class Call:
         ready, rate = time.monotonic(), self.stages.tts.sample_rate
         if first:
             turn.tts_ttfb_ms = ms_since(t0)
+            turn.timeline["tts_first_audio"] = (t0, ready)
         await self._commit(turn, unsent)
         hold = start_hold(ready - started, len(audio) / rate + time.monotonic() - ready) if first else 0.0
         self.playout.enqueue(turn.index, clause, resample(audio, rate, self.io.output_rate), hold)
@@ -374,6 +388,8 @@ class Call:
         """History gets what was heard (and the tool exchange); the turn is committed before the client's final text."""
         heard = self.playout.heard_text(turn.index)
         first_audio = self.playout.first_sent_at(turn.index)
+        if first_audio is not None:
+            turn.timeline["first_audio_sent"] = (first_audio, first_audio)
         if first_audio is not None and turn.input_end is not None:
             turn.voice_to_voice_ms = round((first_audio - turn.input_end) * 1000, 1)
         self.history += turn.messages(lambda part: self.playout.heard_text(turn.index, part.first, part.last))
@@ -386,6 +402,7 @@ class Call:
             await self.io.send_event({"type": "metrics", "turn": turn.index, **{f"{k}_ms": v for k, v in turn.latencies().items()}})
         self._warm()
         self.metrics.observe_turn(turn.latencies(), turn.interrupted)
+        record_turn(self.span, self.id, self.profile.id, turn, time.monotonic())
 
     async def _barge_in(self) -> None:
         """The caller talks over the agent: stop LLM and TTS at once and flush the client's audio."""

@@ -63,4 +63,11 @@ class HangUp:
     reason: str
 
 
-Inbound = AudioIn | TextIn | DtmfIn | HangUp
+@dataclass(frozen=True)
+class Closing:
+    """The server ends the call (a drain ran out of time): the agent says the profile's closing line, then hangs up."""
+
+    reason: str
+
+
+Inbound = AudioIn | TextIn | DtmfIn | HangUp | Closing

@@ -32,7 +32,7 @@ class LLMSession(Protocol):
         `tools` (the profile's) is for backends whose server parses calls; the system prompt lists them anyway."""
         ...
 
-    async def prefill(self, messages: list[dict]) -> None:
+    async def prefill(self, messages: list[dict], tools: list | None = None) -> None:
         """Warm this conversation's cache with the prompt the next turn starts with, while the caller talks.
         Never raises: a failed prefill only leaves the work to the next turn."""
         ...
@@ -85,18 +85,14 @@ class EmbeddedSession:
         self.session = backend.engine.new_session()
         self.last_stats = GenerationStats()
 
-    async def stream(
-        self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None
-    ) -> AsyncIterator[str]:
+    async def stream(self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None) -> AsyncIterator[str]:
         engine = self.backend.engine
         prompt = engine.encode_chat(messages)
         stop = threading.Event()
         self.last_stats = stats = GenerationStats()
 
         def produce() -> Iterator[str]:
-            return engine.generate_text(
-                self.session, prompt, max_tokens, temperature=temperature, cancelled=stop.is_set, stats=stats
-            )
+            return engine.generate_text(self.session, prompt, max_tokens, temperature=temperature, cancelled=stop.is_set, stats=stats)
 
         try:
             async with contextlib.aclosing(iterate_in_thread(self.backend.executor, produce, stop)) as deltas:
@@ -105,7 +101,7 @@ class EmbeddedSession:
         except Exception as e:
             raise LLMError(f"embedded engine failed: {e}") from e
 
-    async def prefill(self, messages: list[dict]) -> None:
+    async def prefill(self, messages: list[dict], tools: list | None = None) -> None:
         if self.session is None:  # the call ended before its warm-up started
             return
         engine = self.backend.engine
@@ -181,8 +177,14 @@ class OpenAICompatSession:
     def stream(self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None) -> AsyncIterator[str]:
         return self.backend.stream(messages, temperature, max_tokens, tools)
 
-    async def prefill(self, messages: list[dict]) -> None:
-        """Nothing to do: SGLang's radix cache keeps the prefix the previous request left."""
+    async def prefill(self, messages: list[dict], tools: list | None = None) -> None:
+        """A one-token request on the conversation so far, so the server's prefix cache (SGLang's radix cache,
+        `talkline engine`'s) holds it when the caller's turn arrives; cancelled with the warm-up, never raises."""
+        try:
+            async for _ in self.backend.stream(messages, 0.0, 1, tools):
+                pass
+        except LLMError as e:
+            log.debug("prefix warm-up failed: %s", e)
 
     async def aclose(self) -> None:
         """Nothing to free: the server keeps no per-call state."""
@@ -222,9 +224,7 @@ class OpenAICompatLLM:
             self.model = models[0]
         return self.model
 
-    async def stream(
-        self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None
-    ) -> AsyncIterator[str]:
+    async def stream(self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None) -> AsyncIterator[str]:
         """Text deltas from POST /v1/chat/completions with stream=true, then any streamed tool call as <tool_call>
         text; any failure is an LLMError."""
         body = {

@@ -81,6 +81,11 @@ class Profile(_Strict):
     facts: list[str] = []
     policies: list[str] = []
     fallback_line: str = "Sorry, I'm having trouble right now. Could you say that again?"
+    closing_line: str = Field(
+        "I'm sorry, I have to end this call now. Please call us back in a moment. Goodbye.",
+        min_length=1,
+        description="said when the server ends a call itself (a restart's drain ran out of time)",
+    )
     voice: VoiceSettings = VoiceSettings()
     llm: LLMSettings = LLMSettings()
     turn: TurnSettings = TurnSettings()

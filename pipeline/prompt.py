@@ -36,8 +36,7 @@ def system_prompt(profile: Profile) -> str:
         lines += [f"- {speakable(policy)}" for policy in profile.policies]
     if profile.escalation:
         lines.append(
-            f"If the caller asks for a person, or you do not know the answer, offer to transfer them "
-            f"to {profile.escalation.description}."
+            f"If the caller asks for a person, or you do not know the answer, offer to transfer them to {profile.escalation.description}."
         )
     lines.append("If a fact is not listed above, say you don't have that information.")
     team = profile.escalation.description if profile.escalation else "a human agent"
@@ -50,9 +49,7 @@ def relevant_block(relevant: Sequence[str]) -> str:
     return "\n".join([RELEVANT_HEADER] + [f"- {speakable(item)}" for item in relevant])
 
 
-def build_messages(
-    profile: Profile, history: list[Message], history_turns: int | None = None, relevant: Sequence[str] = ()
-) -> list[dict]:
+def build_messages(profile: Profile, history: list[Message], history_turns: int | None = None, relevant: Sequence[str] = ()) -> list[dict]:
     """Chat messages for the model: the system prompt, then between N/2 and N recent exchanges.
 
     Old messages are dropped in blocks of N/2 exchanges rather than one at a time, so the prompt's

@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 
 UNITS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen"
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen"
 ).split()
 TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 MONEY_SIGNS = {"$": "dollars", "€": "euros", "£": "pounds"}
@@ -52,7 +51,7 @@ def say_digits(code: str) -> str:
 
 
 def say_phone(number: str) -> str:
-    """"1-800-555-0199" -> "one, eight zero zero, five five five, zero one nine nine": digit by digit, a pause per group."""
+    """ "1-800-555-0199" -> "one, eight zero zero, five five five, zero one nine nine": digit by digit, a pause per group."""
     return ", ".join(" ".join(UNITS[int(d)] for d in group) for group in number.split("-"))
 
 

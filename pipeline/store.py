@@ -1,10 +1,15 @@
-"""Calls and turns in a real database (SQLite by default, any SQLAlchemy URL); each turn committed when it ends."""
+"""Calls and turns in a real database (SQLite by default, any SQLAlchemy URL); each turn committed when it ends.
+
+Several voice servers may share one database: each registers itself in `servers` and refreshes its `seen_at`
+(a heartbeat); a call records the server running it, and an open call whose server stopped beating is closed as
+interrupted by whichever server sweeps next, so one replica's crash never closes another replica's live calls."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import (
     Boolean,
@@ -15,12 +20,14 @@ from sqlalchemy import (
     String,
     Text,
     create_engine,
+    delete,
     event,
     inspect,
     select,
     text,
     update,
 )
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 
@@ -40,6 +47,14 @@ class CallRow(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     end_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    server_id: Mapped[str | None] = mapped_column(Text, nullable=True)  # the server running it (servers.id)
+
+
+class ServerRow(Base):
+    __tablename__ = "servers"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class TurnRow(Base):
@@ -59,7 +74,8 @@ class TurnRow(Base):
     tool_calls: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON list of the turn's tool calls
 
 
-ADDED_COLUMNS = {"turns": ["tool_calls"]}  # nullable TEXT columns newer than the first schema
+SCHEMA_TRIES = 5
+ADDED_COLUMNS = {"turns": ["tool_calls"], "calls": ["server_id"]}  # nullable TEXT columns newer than the first schema
 
 
 @dataclass
@@ -81,12 +97,20 @@ class TurnRecord:
 class Store:
     """Synchronous SQLAlchemy work, run in a thread by the async helpers."""
 
-    def __init__(self, url: str = "sqlite:///talkline.db") -> None:
+    def __init__(self, url: str = "sqlite:///talkline.db", server_id: str | None = None) -> None:
+        self.server_id = server_id  # recorded with each call this store starts
         self.engine = create_engine(url, connect_args={"check_same_thread": False} if url.startswith("sqlite") else {})
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        Base.metadata.create_all(self.engine)
-        self._add_columns()
+        for attempt in range(SCHEMA_TRIES):  # replicas starting together race to create the same tables
+            try:
+                Base.metadata.create_all(self.engine)
+                self._add_columns()
+                break
+            except DBAPIError:
+                if attempt == SCHEMA_TRIES - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     def _add_columns(self) -> None:
         """create_all makes missing tables only: give a database made by an older version the newer columns."""
@@ -99,7 +123,7 @@ class Store:
 
     def start_call(self, call_id: str, profile_id: str, transport: str) -> None:
         with Session(self.engine) as s, s.begin():
-            s.add(CallRow(id=call_id, profile_id=profile_id, transport=transport, started_at=utcnow()))
+            s.add(CallRow(id=call_id, profile_id=profile_id, transport=transport, started_at=utcnow(), server_id=self.server_id))
 
     def save_turn(self, turn: TurnRecord) -> None:
         with Session(self.engine) as s, s.begin():
@@ -109,11 +133,29 @@ class Store:
         with Session(self.engine) as s, s.begin():
             s.execute(update(CallRow).where(CallRow.id == call_id).values(ended_at=utcnow(), end_reason=reason))
 
-    def close_unfinished(self, reason: str = "interrupted") -> int:
-        """Mark calls left open by a crash; returns how many."""
+    def beat(self) -> None:
+        """Register this store's server, or refresh its heartbeat."""
+        now = utcnow()
         with Session(self.engine) as s, s.begin():
-            result = s.execute(update(CallRow).where(CallRow.ended_at.is_(None)).values(ended_at=utcnow(), end_reason=reason))
-            return result.rowcount
+            if (row := s.get(ServerRow, self.server_id)) is None:
+                s.add(ServerRow(id=self.server_id, started_at=now, seen_at=now))
+            else:
+                row.seen_at = now
+
+    def leave(self) -> None:
+        """A server that stops cleanly takes itself off the list."""
+        with Session(self.engine) as s, s.begin():
+            s.execute(delete(ServerRow).where(ServerRow.id == self.server_id))
+
+    def close_orphans(self, stale_s: float, reason: str = "interrupted") -> int:
+        """Close the open calls whose server has not beaten for `stale_s` seconds (or that name no live server);
+        forget such servers. Returns how many calls it closed."""
+        cutoff = utcnow() - timedelta(seconds=stale_s)
+        with Session(self.engine) as s, s.begin():
+            s.execute(delete(ServerRow).where(ServerRow.seen_at < cutoff))
+            live = select(ServerRow.id)
+            orphaned = CallRow.ended_at.is_(None) & (CallRow.server_id.is_(None) | CallRow.server_id.not_in(live))
+            return s.execute(update(CallRow).where(orphaned).values(ended_at=utcnow(), end_reason=reason)).rowcount
 
     def turns(self, call_id: str) -> list[TurnRow]:
         with Session(self.engine, expire_on_commit=False) as s:

@@ -107,7 +107,7 @@ def prompt_lines(tools: list, team: str) -> list[str]:
     """The system prompt's tools section (empty without tools)."""
     if not tools:
         return []
-    return [f"Tools: to use one, end your reply with {OPEN}{{\"name\": ..., \"arguments\": {{...}}}}{CLOSE}"] + [
+    return [f'Tools: to use one, end your reply with {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}'] + [
         describe(t, team) for t in tools
     ]
 

@@ -37,9 +37,7 @@ class PiperTTS:
         from piper.config import SynthesisConfig
 
         s = settings or VoiceSettings()
-        config = SynthesisConfig(
-            length_scale=s.length_scale, noise_scale=s.noise_scale, noise_w_scale=s.noise_w_scale, volume=s.volume
-        )
+        config = SynthesisConfig(length_scale=s.length_scale, noise_scale=s.noise_scale, noise_w_scale=s.noise_w_scale, volume=s.volume)
         with self._lock:
             return [c.audio_int16_array.astype(np.float32) / PCM16_MAX for c in self.voice.synthesize(text, syn_config=config)]
 

@@ -22,9 +22,7 @@ class SileroVAD:
     def __init__(self, path: Path | None = None) -> None:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(
-            str(path or assets.silero_vad_onnx()), sess_options=opts, providers=["CPUExecutionProvider"]
-        )
+        self.session = ort.InferenceSession(str(path or assets.silero_vad_onnx()), sess_options=opts, providers=["CPUExecutionProvider"])
 
     def new_state(self) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((2, 1, 128), np.float32), np.zeros((1, CONTEXT), np.float32)

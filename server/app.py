@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -22,6 +25,7 @@ from server.settings import Settings
 from server.transports import browser, telnyx, twilio, vonage
 
 log = logging.getLogger(__name__)
+STALE_BEATS = 3  # a server that missed this many heartbeats has stopped
 
 
 @dataclass
@@ -33,6 +37,25 @@ class AppState:
     metrics: Metrics
     guard: Guard
     calls: CallSlots
+
+
+async def heartbeat(store: Store, every_s: float) -> None:
+    """Keep this server marked live in the database and close the calls of servers that stopped beating (a crash here,
+    or another replica's: their calls end as `interrupted`)."""
+    while True:
+        try:
+            await store.run(store.beat)
+            if closed := await store.run(store.close_orphans, every_s * STALE_BEATS):
+                log.warning("marked %d call(s) of a server that stopped as interrupted", closed)
+        except Exception:
+            log.exception("heartbeat: the database did not answer")
+        await asyncio.sleep(every_s)
+
+
+def carries_credentials(scope: dict) -> bool:
+    """FastAPI traces requests with their query string; one that carries an API key or a carrier secret is not traced."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    return any(f"{name}=" in query for name in ("token", "secret"))
 
 
 def build_llm(settings: Settings) -> LLMBackend:
@@ -71,17 +94,19 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
         loaded = stages or await asyncio.to_thread(build_stages, settings)
         if settings.warmup and stages is None:
             await loaded.warmup()
-        store = Store(settings.db_url)
-        if closed := store.close_unfinished():
-            log.warning("marked %d unfinished call(s) from a previous run as interrupted", closed)
+        store = Store(settings.db_url, server_id=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        await store.run(store.beat)
+        beating = asyncio.create_task(heartbeat(store, settings.heartbeat_s))
         app.state.talkline = AppState(settings, profiles_by_id, loaded, store, Metrics(), guard, CallSlots(settings.max_calls))
         log.info("Talkline ready: %d profiles, LLM backend %s", len(profiles_by_id), loaded.llm.name)
         yield
+        beating.cancel()
+        await store.run(store.leave)
         store.engine.dispose()
         if stages is None:
             await loaded.llm.aclose()
 
-    app = FastAPI(title="Talkline", lifespan=lifespan)
+    app = FastAPI(title="Talkline", lifespan=lifespan, telemetry={"exclude": carries_credentials})
     headers.install(app, settings.cors_origins)
     app.include_router(health.router)
     app.include_router(profiles.router)

@@ -20,18 +20,27 @@ SPEC_HELP = "speculative decoding (lossless) with --drafter or the committed dra
 DRAFTER_HELP = "EAGLE3 drafter folder (SGLang format) [TALKLINE_DRAFTER, models/drafters/talkline when one is committed]"
 Spec = Annotated[bool | None, typer.Option("--spec/--no-spec", help=SPEC_HELP + " [TALKLINE_SPEC, on]")]
 Drafter = Annotated[Path | None, typer.Option(help=DRAFTER_HELP)]
-DraftTokens = Annotated[int | None, typer.Option(
-    help=f"longest draft chain per target forward [TALKLINE_DRAFT_TOKENS, {SpecConfig.draft_tokens}]"
-)]
-MinDraftConfidence = Annotated[float | None, typer.Option(
-    help="after its first draft, a chain ends once the drafter's top probability drops below this "
-    f"[TALKLINE_MIN_DRAFT_CONFIDENCE, {SpecConfig.min_confidence}]"
-)]
-PROMPT_LOOKUP_HELP = ("greedy chains also draft what followed the same tokens earlier in the conversation, else in the "
-                      "target's past replies (the drafter's phrases.json, grown by each reply)")
-PromptLookup = Annotated[bool | None, typer.Option(
-    "--prompt-lookup/--no-prompt-lookup", help=PROMPT_LOOKUP_HELP + " [TALKLINE_PROMPT_LOOKUP, on]",
-)]
+DraftTokens = Annotated[
+    int | None, typer.Option(help=f"longest draft chain per target forward [TALKLINE_DRAFT_TOKENS, {SpecConfig.draft_tokens}]")
+]
+MinDraftConfidence = Annotated[
+    float | None,
+    typer.Option(
+        help="after its first draft, a chain ends once the drafter's top probability drops below this "
+        f"[TALKLINE_MIN_DRAFT_CONFIDENCE, {SpecConfig.min_confidence}]"
+    ),
+]
+PROMPT_LOOKUP_HELP = (
+    "greedy chains also draft what followed the same tokens earlier in the conversation, else in the "
+    "target's past replies (the drafter's phrases.json, grown by each reply)"
+)
+PromptLookup = Annotated[
+    bool | None,
+    typer.Option(
+        "--prompt-lookup/--no-prompt-lookup",
+        help=PROMPT_LOOKUP_HELP + " [TALKLINE_PROMPT_LOOKUP, on]",
+    ),
+]
 
 
 def _settings(**flags: object):
@@ -67,16 +76,28 @@ def serve(
 
     from models.assets import llm_dir
     from server.app import create_app
+    from server.drain import DrainingServer
     from server.settings import spec_from_env
+    from server.telemetry import configure_tracing
 
     _logging(log_level)
     settings = _settings(
-        host=host, port=port, profiles_dir=profiles, db_url=db, llm=llm, llm_url=llm_url, llm_timeout=llm_timeout,
+        host=host,
+        port=port,
+        profiles_dir=profiles,
+        db_url=db,
+        llm=llm,
+        llm_url=llm_url,
+        llm_timeout=llm_timeout,
     )
-    settings.spec = spec_from_env(spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence,
-                                  prompt_lookup=prompt_lookup)  # set after: None (--no-spec) is a value here
+    settings.spec = spec_from_env(
+        spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence, prompt_lookup=prompt_lookup
+    )  # set after: None (--no-spec) is a value here
     settings.model_path = llm_dir(model) if settings.llm == "embedded" else None
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level, ws_max_size=1 << 20)
+    configure_tracing()
+    web = create_app(settings)
+    config = uvicorn.Config(web, host=settings.host, port=settings.port, log_level=log_level, ws_max_size=1 << 20)
+    DrainingServer(config, web, settings.drain_s).run()
 
 
 @app.command("engine")
@@ -89,6 +110,12 @@ def engine_command(
     draft_tokens: DraftTokens = None,
     min_draft_confidence: MinDraftConfidence = None,
     prompt_lookup: PromptLookup = None,
+    cache_tokens: Annotated[
+        int,
+        typer.Option(
+            envvar="TALKLINE_ENGINE_CACHE_TOKENS", help="KV cache tokens kept across requests for prefix reuse (0: none; ~23 KB each)"
+        ),
+    ] = 32768,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Serve the embedded LLM engine as an OpenAI-compatible API (/v1/chat/completions) on HOST:PORT."""
@@ -100,10 +127,12 @@ def engine_command(
     from server.settings import spec_from_env
 
     _logging(log_level)
-    config = spec_from_env(spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence,
-                           prompt_lookup=prompt_lookup)
+    config = spec_from_env(
+        spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence, prompt_lookup=prompt_lookup
+    )
     engine = Engine.load(llm_dir(model), spec=config)
-    uvicorn.run(create_engine_app(engine, config and config.drafter), host=host, port=port, log_level=log_level)
+    web = create_engine_app(engine, config and config.drafter, cache_tokens=cache_tokens)
+    uvicorn.run(web, host=host, port=port, log_level=log_level)
 
 
 bench_app = typer.Typer(help="Benchmarks that print a table and write JSON.", no_args_is_help=True)
@@ -124,6 +153,21 @@ def bench_latency(
     latency.main(audio, url, profile, calls, out)
 
 
+@bench_app.command("capacity")
+def bench_capacity(
+    url: Annotated[str | None, typer.Option(help="ws://HOST:PORT of a running server; default: start one")] = None,
+    profile: Annotated[str, typer.Option()] = "skyways",
+    max_calls: Annotated[int, typer.Option(help="the highest level: 1, 2, 4, 6, 8, ... up to this many calls")] = 8,
+    seconds: Annotated[float, typer.Option(help="how long each level runs")] = 60.0,
+    audio: Annotated[list[Path] | None, typer.Option("--audio", help="caller turns as WAV files; default: bench/audio")] = None,
+    out: Annotated[Path | None, typer.Option(help="folder for capacity.json and capacity.png")] = None,
+) -> None:
+    """Concurrent simulated callers, level by level: voice-to-voice, underruns and CPU per level, and the capacity."""
+    from bench import capacity
+
+    capacity.main(url, profile, max_calls, seconds, out, audio)
+
+
 @bench_app.command("spec")
 def bench_spec(
     prompts: Annotated[Path, typer.Option(help="JSONL: {profile, messages} per line")] = Path("bench/prompts.jsonl"),
@@ -138,15 +182,23 @@ def bench_spec(
     phrases: Annotated[bool, typer.Option(help="with prompt lookup, also draft from the drafter folder's phrases.json")] = True,
     learn_phrases: Annotated[bool, typer.Option(help="each reply joins the phrase memory, as when serving")] = True,
     retrieval: Annotated[bool, typer.Option(help="the facts retrieved for the turn before its last message, as served")] = True,
+    model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tuned",
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness. Without flags it
     measures what `talkline serve` runs; flags switch parts off for comparisons."""
     from bench import spec
     from server.settings import spec_from_env
 
-    config = spec_from_env(True, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_confidence,
-                           prompt_lookup=prompt_lookup, phrases=phrases, learn_phrases=learn_phrases)
-    spec.main(prompts, config, max_new_tokens, out, limit=limit, retrieval=retrieval, untrained=untrained)
+    config = spec_from_env(
+        True,
+        drafter=drafter,
+        draft_tokens=draft_tokens,
+        min_confidence=min_confidence,
+        prompt_lookup=prompt_lookup,
+        phrases=phrases,
+        learn_phrases=learn_phrases,
+    )
+    spec.main(prompts, config, max_new_tokens, out, limit=limit, retrieval=retrieval, untrained=untrained, model=model)
 
 
 @bench_app.command("retrieval")

@@ -1,4 +1,5 @@
-"""Per-call limits shared by every transport: concurrent calls, call duration, inbound frames per second."""
+"""Per-call limits shared by every transport: concurrent calls (and the drain that refuses new ones), call duration,
+inbound frames per second."""
 
 from __future__ import annotations
 
@@ -6,11 +7,16 @@ import asyncio
 import enum
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from starlette.websockets import WebSocket
 
+from pipeline.io import Closing
 from server.security import RATE_LIMITED
 from server.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.call import Call
 
 CLOSE_BUSY = 4503  # browser: the server is at TALKLINE_MAX_CALLS
 CLOSE_BUSY_CARRIER = 1013  # carriers: "try again later", the standard code
@@ -21,19 +27,51 @@ Deny = Callable[[str, str, int | None], Awaitable[None]]
 
 
 class CallSlots:
-    """At most `limit` calls at once in this process."""
+    """At most `limit` calls at once in this process, the calls that hold a slot, and whether the server drains."""
 
     def __init__(self, limit: int) -> None:
         self.limit, self.used = limit, 0
+        self.live: set[Call] = set()
+        self.draining = False
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def take(self) -> bool:
-        if self.used >= self.limit:
+        if self.draining or self.used >= self.limit:
             return False
         self.used += 1
+        self._idle.clear()
         return True
 
-    def give_back(self) -> None:
+    def refusal(self) -> tuple[str, str]:
+        """Why `take` said no: the `error` code and what the caller should do."""
+        if self.draining:
+            return "draining", "the server is restarting and takes no new calls; call again in a moment"
+        return "busy", f"the server is at its limit of {self.limit} calls; try again later"
+
+    def hold(self, call: Call) -> None:
+        """The call that now uses a taken slot (so a drain can end it)."""
+        self.live.add(call)
+
+    def give_back(self, call: Call | None = None) -> None:
         self.used -= 1
+        self.live.discard(call)
+        if self.used <= 0:
+            self._idle.set()
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """True once no call holds a slot, False if `timeout` seconds pass first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def close_all(self, reason: str) -> int:
+        """Ask every live call to say its closing line and end; returns how many were asked."""
+        for call in self.live:
+            call.push(Closing(reason))
+        return len(self.live)
 
 
 class Verdict(enum.Enum):

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from models.engine import Engine
+from models.prefix_cache import PrefixCache
 from models.session import GenerationStats
 from pipeline.llm import iterate_in_thread
 from pipeline.openai_format import call_deltas, call_markup, openai_call, split_call
@@ -126,6 +127,7 @@ class EngineAPI:
     engine: Engine
     drafter_path: Path | None
     executor: ThreadPoolExecutor
+    sessions: PrefixCache
     running: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -160,8 +162,9 @@ class Generation:
     def _produce(self) -> Iterator[str]:
         engine = self.api.engine
         with self.api.busy():
+            session = self.api.sessions.take(self.prompt)
             yield from engine.generate_text(
-                engine.new_session(),
+                session,
                 self.prompt,
                 self.max_new,
                 temperature=self.temperature,
@@ -169,6 +172,7 @@ class Generation:
                 stats=self.stats,
                 seed=self.req.seed,
             )
+            self.api.sessions.give_back(session)  # not after a failure: its cache may be half-written
 
     async def deltas(self) -> AsyncIterator[str]:
         """Text deltas up to a stop string; after one, decoding stops and the rest is drained unseen."""
@@ -187,7 +191,13 @@ class Generation:
 
     def usage(self) -> dict:
         prompt, completion = self.stats.prompt_tokens, self.stats.new_tokens
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        cached = {"cached_tokens": self.stats.reused_tokens}
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": cached,
+        }
 
     def sglext(self) -> dict:
         """SGLang's speculative decoding details, under its field names."""
@@ -204,9 +214,7 @@ def validation_error(exc: RequestValidationError) -> JSONResponse:
     errors = exc.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
         return error_response(400, "the request body is not valid JSON", "invalid_request_error", "invalid_json")
-    message = "; ".join(
-        f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}" for e in errors
-    )
+    message = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}" for e in errors)
     return error_response(400, message, "invalid_request_error", "invalid_value")
 
 
@@ -284,9 +292,11 @@ async def stream_chunks(gen: Generation, head: dict) -> AsyncIterator[str]:
     yield sse("[DONE]")
 
 
-def create_engine_app(engine: Engine, drafter_path: Path | None = None, workers: int = 4) -> FastAPI:
-    """The OpenAI-compatible app: POST /v1/chat/completions, GET /v1/models, GET /health."""
-    api = EngineAPI(engine, drafter_path, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="engine"))
+def create_engine_app(engine: Engine, drafter_path: Path | None = None, workers: int = 4, cache_tokens: int = 32768) -> FastAPI:
+    """The OpenAI-compatible app: POST /v1/chat/completions, GET /v1/models, GET /health. `cache_tokens` bounds the
+    prefix cache of finished conversations (0: every request starts on a fresh cache)."""
+    sessions = PrefixCache(engine.new_session, max_tokens=cache_tokens)
+    api = EngineAPI(engine, drafter_path, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="engine"), sessions)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -303,7 +313,7 @@ def create_engine_app(engine: Engine, drafter_path: Path | None = None, workers:
     @app.get("/health")
     def health() -> dict:
         drafter = str(api.drafter_path) if api.drafter_path else None
-        return {"status": "ok", "model": MODEL_ID, "drafter": drafter, "running": api.running}
+        return {"status": "ok", "model": MODEL_ID, "drafter": drafter, "running": api.running, "cached_tokens": api.sessions.tokens}
 
     @app.get("/v1/models")
     def models() -> dict:

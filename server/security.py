@@ -5,8 +5,8 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections import deque
-from dataclasses import dataclass
+from collections import Counter, deque
+from dataclasses import dataclass, replace
 from ipaddress import ip_address
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -34,6 +34,7 @@ LOOPBACK_ONLY = Denial("forbidden", 403, 4403, "no API keys are configured: only
 FOREIGN_ORIGIN = Denial("forbidden", 403, 4403, "this origin is not allowed (TALKLINE_CORS_ORIGINS)")
 CARRIER_LOOPBACK_ONLY = Denial("forbidden", 403, 4403, "no TALKLINE_CARRIER_SECRET: only clients on this machine may connect")
 RATE_LIMITED = Denial("rate_limited", 429, 4429, "too many new connections from this address; retry in a minute")
+KEY_QUOTA = Denial("quota_exceeded", 429, 4429, "this API key is at its limit of concurrent calls; end one, or raise its quota (KEY:N)")
 
 
 class ConnectionRate:
@@ -62,6 +63,11 @@ class ConnectionRate:
         recent.append(now)
         return True
 
+    def refund(self, address: str) -> None:
+        """Take back the newest count of `address`: the connection turned out to be authenticated."""
+        if self.limit > 0 and (recent := self.seen.get(address)):
+            recent.pop()
+
 
 def is_loopback(host: str | None) -> bool:
     """True for 127.0.0.0/8 and ::1 (and IPv4-mapped loopback)."""
@@ -89,20 +95,54 @@ def bearer_token(conn: HTTPConnection) -> str | None:
     return conn.query_params.get("token")
 
 
-def load_api_keys(settings: Settings) -> list[str]:
-    """TALKLINE_API_KEYS plus the lines of TALKLINE_API_KEYS_FILE (blank lines and # comments skipped)."""
-    keys = list(settings.api_keys)
+def parse_key(entry: str) -> tuple[str, int | None]:
+    """'KEY' -> (KEY, None); 'KEY:N' -> (KEY, N): at most N concurrent calls on that key."""
+    key, sep, quota = entry.strip().rpartition(":")
+    if sep and key and quota.isdigit():
+        return key, int(quota)
+    return entry.strip(), None
+
+
+def load_api_keys(settings: Settings) -> dict[str, int | None]:
+    """TALKLINE_API_KEYS plus the lines of TALKLINE_API_KEYS_FILE (blank lines and # comments skipped), each key with
+    its concurrent-call quota (None: only TALKLINE_MAX_CALLS applies)."""
+    entries = list(settings.api_keys)
     if settings.api_keys_file is not None:
         lines = Path(settings.api_keys_file).read_text(encoding="utf-8").splitlines()
-        keys += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return keys
+        entries += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return dict(parse_key(entry) for entry in entries)
+
+
+class KeyQuotas:
+    """Concurrent calls per API key, against each key's quota."""
+
+    def __init__(self, quotas: dict[str, int | None]) -> None:
+        self.quotas = quotas
+        self.active: Counter[str] = Counter()
+
+    def take(self, key: str | None) -> bool:
+        if key is None:
+            return True
+        if (quota := self.quotas.get(key)) is not None and self.active[key] >= quota:
+            return False
+        self.active[key] += 1
+        return True
+
+    def give_back(self, key: str | None) -> None:
+        if key is not None:
+            self.active[key] -= 1
+
+    def refusal(self, key: str) -> Denial:
+        return replace(KEY_QUOTA, message=KEY_QUOTA.message.replace("its limit of", f"its limit of {self.quotas[key]}"))
 
 
 class Guard:
     """The access rules of one server, built once from its settings; every route and transport asks it."""
 
     def __init__(self, settings: Settings) -> None:
-        self.keys = load_api_keys(settings)
+        quotas = load_api_keys(settings)
+        self.keys = list(quotas)
+        self.quotas = KeyQuotas(quotas)
         self.carrier_secret = settings.carrier_secret
         self.origins = {origin.rstrip("/") for origin in settings.cors_origins}
         self.rate = ConnectionRate(settings.connections_per_minute)
@@ -111,25 +151,38 @@ class Guard:
         """What an operator should know at start-up."""
         lines = []
         if not self.keys:
-            lines.append(
-                "no API keys (TALKLINE_API_KEYS): /ws/call and /profiles accept clients on this machine only (127.0.0.0/8, ::1)"
-            )
+            lines.append("no API keys (TALKLINE_API_KEYS): /ws/call and /profiles accept clients on this machine only (127.0.0.0/8, ::1)")
         if not self.carrier_secret:
             lines.append("no TALKLINE_CARRIER_SECRET: the carrier media sockets accept clients on this machine only")
         return lines
 
+    def key_of(self, conn: HTTPConnection) -> str | None:
+        """The configured API key the client presented, if any (compared in constant time against every key)."""
+        given, found = bearer_token(conn) or "", None
+        for key in self.keys:
+            if hmac.compare_digest(given.encode(), key.encode()):
+                found = key
+        return found
+
     def client(self, conn: HTTPConnection) -> Denial | None:
-        """A browser or API client (/ws/call, /profiles): rate, origin, then API key or loopback."""
+        """A browser or API client (/ws/call, /profiles): origin, then API key or loopback. A valid key is not counted
+        against the per-address connection rate (TALKLINE_MAX_CALLS and key quotas bound it); anything else is."""
+        if self.keys and self.key_of(conn) is not None:
+            return self._origin(conn)
         if not self.rate.allow(_host(conn) or "?"):
             return RATE_LIMITED
         if denial := self._origin(conn):
             return denial
         if self.keys:
-            return None if matches(bearer_token(conn), self.keys) else UNAUTHORIZED
+            return UNAUTHORIZED
         return None if is_loopback(_host(conn)) else LOOPBACK_ONLY
 
     def carrier(self, conn: HTTPConnection) -> Denial | None:
-        """A carrier media socket at connect time: rate, then loopback unless a secret (checked at its start) is configured."""
+        """A carrier media socket at connect time. It counts against the per-address rate until it authenticates: with
+        a secret in its URL at once, else with the start message (`carrier_start`); without a configured secret only
+        loopback clients may connect, and they are counted."""
+        if self.carrier_secret and matches(conn.query_params.get("secret"), [self.carrier_secret]):
+            return None
         if not self.rate.allow(_host(conn) or "?"):
             return RATE_LIMITED
         if self.carrier_secret:
@@ -137,8 +190,14 @@ class Guard:
         return self._origin(conn) or (None if is_loopback(_host(conn)) else CARRIER_LOOPBACK_ONLY)
 
     def carrier_start(self, conn: HTTPConnection, secret: str | None) -> Denial | None:
-        """The secret from the start message (Twilio's <Parameter>, ...) or the URL's ?secret=, when one is configured."""
-        if not self.carrier_secret or matches(secret or conn.query_params.get("secret"), [self.carrier_secret]):
+        """The secret from the start message (Twilio's <Parameter>, ...) or the URL's ?secret=, when one is configured;
+        a stream that proves it in its start message is taken off the address's count."""
+        if not self.carrier_secret:
+            return None
+        if matches(conn.query_params.get("secret"), [self.carrier_secret]):
+            return None
+        if matches(secret, [self.carrier_secret]):
+            self.rate.refund(_host(conn) or "?")
             return None
         return UNAUTHORIZED
 

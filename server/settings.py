@@ -70,6 +70,8 @@ class Settings:
     max_text_chars: int = field(default_factory=lambda: int(_env("MAX_TEXT_CHARS", "2000")))
     max_calls: int = field(default_factory=lambda: int(_env("MAX_CALLS", "8")))
     max_call_s: float = field(default_factory=lambda: float(_env("MAX_CALL_S", "1800")))
+    drain_s: float = field(default_factory=lambda: float(_env("DRAIN_S", "300")))  # SIGTERM: how long running calls may go on
+    heartbeat_s: float = field(default_factory=lambda: float(_env("HEARTBEAT_S", "5")))  # liveness in a shared database
     max_frames_per_s: int = field(default_factory=lambda: int(_env("MAX_FRAMES_PER_S", "200")))
     connections_per_minute: int = field(default_factory=lambda: int(_env("CONNECTIONS_PER_MINUTE", "30")))  # per IP; 0: no limit
     api_keys: list[str] = field(default_factory=lambda: _env_list("API_KEYS"))

@@ -77,7 +77,6 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
-
 @pytest.fixture(scope="session")
 def server(stages, tmp_path_factory):
     db = tmp_path_factory.mktemp("db") / "talkline.db"

@@ -1,5 +1,6 @@
 """A stand-in for a third-party OpenAI-compatible LLM server (SGLang) on loopback: switchable between healthy and broken
-modes, answering scripted replies (text, or tool calls streamed as SGLang streams them) and recording each request."""
+modes, answering scripted replies (text, or tool calls streamed as SGLang streams them) and recording each request; a
+one-token warm-up request gets one token and is recorded apart."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ Delta = str | dict  # a content delta, or a whole `delta` object (tool_calls)
 def sglang_call(name: str, arguments: dict, speech: str = "") -> list[Delta]:
     """A reply as SGLang's tool parser streams it: the speech as content, then the call's id and name with empty
     arguments, then the arguments in pieces, each with a fresh id and a null name (as older SGLang versions send)."""
+
     def fragment(name: str | None, arguments: str) -> dict:
         call_id = f"call_{uuid.uuid4().hex[:12]}"
         call = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -52,6 +54,7 @@ class StandInLLM:
         self.answering = asyncio.Event()  # set when a chat completion request arrives
         self.script: list[list[Delta]] = []  # replies for the next chat requests, in order; then REPLY
         self.requests: list[dict] = []  # the JSON bodies of the chat requests
+        self.warmups: list[dict] = []  # the one-token requests that warm the prefix cache while the caller speaks
 
     @property
     def url(self) -> str:
@@ -93,8 +96,11 @@ class StandInLLM:
                     head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
                     writer.write(head + body)
                     await writer.drain()
+                elif (request_body := json.loads(body)).get("max_tokens") == 1:  # a prefix warm-up: one token, as SGLang
+                    self.warmups.append(request_body)
+                    await self._answer(writer, REPLY[:1])
                 else:
-                    self.requests.append(json.loads(body))
+                    self.requests.append(request_body)
                     self.answering.set()
                     await self._answer(writer, self.script.pop(0) if self.script else REPLY)
         except (ConnectionError, asyncio.IncompleteReadError):

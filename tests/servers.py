@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +41,26 @@ def serving(stages, tmp_path: Path, **settings) -> Iterator[ServerThread]:
     options = {"db_url": f"sqlite:///{tmp_path / 'talkline.db'}", "warmup": False, "connections_per_minute": 0, **settings}
     with ServerThread(create_app(Settings(**options), stages=stages), free_port()) as running:
         yield running
+
+
+def serve_process(port: int, engine_url: str, **env: str) -> subprocess.Popen:
+    """`talkline serve` in a subprocess answering through `talkline engine` at `engine_url`; `env` adds TALKLINE_*
+    variables (connection rate unlimited unless given)."""
+    env = {"TALKLINE_CONNECTIONS_PER_MINUTE": "0", **env}
+    cmd = ["serve", "--port", str(port), "--llm", "sglang", "--llm-url", engine_url, "--log-level", "warning"]
+    return subprocess.Popen([sys.executable, "-m", "server.cli", *cmd], cwd=ROOT, env={**os.environ, **env})
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+    """Until GET {url}/healthz answers 200; fails if `proc` exits first or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"{url}: the process exited with {proc.returncode}"
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        assert time.monotonic() < deadline, f"{url} did not become healthy"
+        time.sleep(0.5)
 
 
 async def idle(server: ServerThread, timeout: float = 20.0) -> dict:

@@ -123,8 +123,16 @@ def test_a_brand_states_unique_values_and_leaves_topics_out():
 
 
 def test_a_pool_that_breaks_the_schema_is_refused_with_its_place():
-    raw = {"sector": "x", "brand_suffixes": ["X"], "roles": ["r"], "teams": ["t"], "policies": ["p"], "unknowns": ["a", "b", "c"],
-           "topics": [{"key": "k", "values": {"a": "money 1-2"}, "facts": ["Costs {a} and {b}."], "asks": {"a": ["?"]},
-                       "answers": {"a": ["{a}"]}}]}
+    raw = {
+        "sector": "x",
+        "brand_suffixes": ["X"],
+        "roles": ["r"],
+        "teams": ["t"],
+        "policies": ["p"],
+        "unknowns": ["a", "b", "c"],
+        "topics": [
+            {"key": "k", "values": {"a": "money 1-2"}, "facts": ["Costs {a} and {b}."], "asks": {"a": ["?"]}, "answers": {"a": ["{a}"]}}
+        ],
+    }
     with pytest.raises(PoolError, match="topic k"):
         parse_pool(raw, "train", "x.yaml")

@@ -47,6 +47,19 @@ def test_compose_has_the_services_profiles_and_gpu(compose):
         assert services[name]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
 
 
+def test_voice_servers_get_time_to_drain(compose):
+    """Docker must not SIGKILL a draining server: its grace period covers TALKLINE_DRAIN_S and the closing line."""
+    from server.drain import CLOSING_S
+    from server.settings import Settings
+
+    for name in ("talkline", "talkline-cpu", "voice"):
+        service = compose["services"][name]
+        grace = int(service["stop_grace_period"].removesuffix("s"))
+        drain = int(service["environment"]["TALKLINE_DRAIN_S"].removeprefix("${TALKLINE_DRAIN_S:-").removesuffix("}"))
+        assert service["stop_signal"] == "SIGTERM" and drain == Settings().drain_s and grace >= drain + CLOSING_S, name
+    assert "STOPSIGNAL SIGTERM" in (ROOT / "Dockerfile").read_text()
+
+
 def test_one_sglang_version_in_the_images_and_the_extra(compose):
     import tomllib
 

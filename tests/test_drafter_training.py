@@ -44,8 +44,16 @@ def toy_batch(t: int, vocab: int, draft_vocab_size: int, h: int = 0) -> Batch:
 
 def test_ttt_unroll_matches_drafting_with_the_inference_cache():
     """Row t of TTT step i equals the engine's chain drafted from verified position t (teacher-forced tokens)."""
-    target = LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=8,
-                         intermediate_size=96, vocab_size=512, rope_theta=5000.0, max_position_embeddings=256)
+    target = LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=8,
+        intermediate_size=96,
+        vocab_size=512,
+        rope_theta=5000.0,
+        max_position_embeddings=256,
+    )
     drafter = random_drafter(target, 128, seed=0)
     for p in drafter.parameters():
         if p.ndim == 1:
@@ -95,9 +103,21 @@ def test_ttt_loss_masks_prompt_and_out_of_vocab_targets_and_weights_steps():
     assert result.step_accuracy[0] == pytest.approx(hits0 / 4)  # out-of-vocab targets count as misses
 
 
+def tiny_target_config() -> LlamaConfig:
+    """A four-layer Llama over a 100-token vocabulary: target features in milliseconds."""
+    return LlamaConfig(
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=4,
+        intermediate_size=64,
+        vocab_size=100,
+        max_position_embeddings=64,
+    )
+
+
 def test_target_features_cut_windows_and_pad_on_the_right():
-    config = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
-                         intermediate_size=64, vocab_size=100, max_position_embeddings=64)
+    config = tiny_target_config()
     model = LlamaForCausalLM(config).eval()
     samples = [Sample([1, 2, 3, 4, 5, 6], [7, 8, 9, 10]), Sample([11, 12], [13, 14, 15])]
     t2d = torch.zeros(100, dtype=torch.bool)
@@ -117,8 +137,7 @@ def test_target_features_cut_windows_and_pad_on_the_right():
 
 
 def test_target_features_mask_every_reply_of_a_written_dialog():
-    config = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
-                         intermediate_size=64, vocab_size=100, max_position_embeddings=64)
+    config = tiny_target_config()
     dialog = DialogSample([1, 2, 3, 4, 5, 6, 7], [False, True, True, False, False, True, False])
     model = LlamaForCausalLM(config).eval()
     batch = target_features(model, [dialog, Sample([8, 9], [10])], [0, 1, 2], torch.ones(100, dtype=torch.bool), 8)
@@ -128,9 +147,14 @@ def test_target_features_mask_every_reply_of_a_written_dialog():
 
 def test_dialog_samples_mark_each_answering_reply_through_its_stop_token(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(assets.llm_dir("base"))
-    chat = [{"role": "system", "content": "You are Ava."}, {"role": "assistant", "content": "Hello, Ava here."},
-            {"role": "user", "content": "Is delivery free?"}, {"role": "assistant", "content": "Yes, over forty dollars."},
-            {"role": "user", "content": "And returns?"}, {"role": "assistant", "content": "Returns are free for thirty days."}]
+    chat = [
+        {"role": "system", "content": "You are Ava."},
+        {"role": "assistant", "content": "Hello, Ava here."},
+        {"role": "user", "content": "Is delivery free?"},
+        {"role": "assistant", "content": "Yes, over forty dollars."},
+        {"role": "user", "content": "And returns?"},
+        {"role": "assistant", "content": "Returns are free for thirty days."},
+    ]
     path = tmp_path / "train.jsonl"
     path.write_text("\n".join(json.dumps({"messages": c}) for c in (chat, chat[:2])) + "\n")
     [sample] = load_dialog_samples(path, tokenizer, set(stop_ids(tokenizer)))  # a greeting alone answers no one
@@ -147,8 +171,10 @@ def test_dialog_samples_mark_each_answering_reply_through_its_stop_token(tmp_pat
 
 def test_many_dialogs_are_tokenized_in_worker_processes_in_order(monkeypatch):
     tokenizer = AutoTokenizer.from_pretrained(assets.llm_dir("base"))
-    chats = [[{"role": "user", "content": f"Is order {n} shipped?"}, {"role": "assistant", "content": f"Order {n} ships today."}]
-             for n in range(6)]
+    chats = [
+        [{"role": "user", "content": f"Is order {n} shipped?"}, {"role": "assistant", "content": f"Order {n} ships today."}]
+        for n in range(6)
+    ]
     stops = set(stop_ids(tokenizer))
     monkeypatch.setattr("training.drafter.conversations.PARALLEL_FROM", 2)
     in_workers = dialog_samples(chats, tokenizer, stops, workers=2)
@@ -165,8 +191,14 @@ def test_draft_vocab_counts_reply_tokens_only():
 
 
 def test_dialogs_give_one_prompt_per_answered_user_turn(tmp_path):
-    chat = [{"role": "system", "content": "S"}, {"role": "assistant", "content": "Hi"}, {"role": "user", "content": "Q1"},
-            {"role": "assistant", "content": "A1"}, {"role": "user", "content": "Q2"}, {"role": "assistant", "content": "A2"}]
+    chat = [
+        {"role": "system", "content": "S"},
+        {"role": "assistant", "content": "Hi"},
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "Q2"},
+        {"role": "assistant", "content": "A2"},
+    ]
     assert [p[-1]["content"] for p in prompts_of(chat)] == ["Q1", "Q2"]
     assert prompts_of(chat)[1] == chat[:5]
     bench = load_dialogs(ROOT / "bench" / "prompts.jsonl")
@@ -176,8 +208,21 @@ def test_dialogs_give_one_prompt_per_answered_user_turn(tmp_path):
     assert len({p[-1]["content"] for p in broad_prompts(300)}) == 300
 
 
-TINY = dict(stage="broad", model="base", num_prompts=8, max_new_tokens=40, regen_batch_size=8, draft_vocab=1024,
-            ttt_steps=3, steps=40, batch_size=4, lr=1e-3, warmup_steps=5, save_every=20, threads=1)
+TINY = dict(
+    stage="broad",
+    model="base",
+    num_prompts=8,
+    max_new_tokens=40,
+    regen_batch_size=8,
+    draft_vocab=1024,
+    ttt_steps=3,
+    steps=40,
+    batch_size=4,
+    lr=1e-3,
+    warmup_steps=5,
+    save_every=20,
+    threads=1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -187,13 +232,21 @@ def tiny_run(tmp_path_factory) -> Path:
 
 
 SGLANG_KEYS = {
-    "fc.weight": (576, 3 * 576), "midlayer.self_attn.q_proj.weight": (576, 1152),
-    "midlayer.self_attn.k_proj.weight": (192, 1152), "midlayer.self_attn.v_proj.weight": (192, 1152),
-    "midlayer.self_attn.o_proj.weight": (576, 576), "midlayer.mlp.gate_proj.weight": (1536, 576),
-    "midlayer.mlp.up_proj.weight": (1536, 576), "midlayer.mlp.down_proj.weight": (576, 1536),
-    "midlayer.hidden_norm.weight": (576,), "midlayer.input_layernorm.weight": (576,),
-    "midlayer.post_attention_layernorm.weight": (576,), "norm.weight": (576,), "lm_head.weight": (1024, 576),
-    "d2t": (1024,), "t2d": (49152,),
+    "fc.weight": (576, 3 * 576),
+    "midlayer.self_attn.q_proj.weight": (576, 1152),
+    "midlayer.self_attn.k_proj.weight": (192, 1152),
+    "midlayer.self_attn.v_proj.weight": (192, 1152),
+    "midlayer.self_attn.o_proj.weight": (576, 576),
+    "midlayer.mlp.gate_proj.weight": (1536, 576),
+    "midlayer.mlp.up_proj.weight": (1536, 576),
+    "midlayer.mlp.down_proj.weight": (576, 1536),
+    "midlayer.hidden_norm.weight": (576,),
+    "midlayer.input_layernorm.weight": (576,),
+    "midlayer.post_attention_layernorm.weight": (576,),
+    "norm.weight": (576,),
+    "lm_head.weight": (1024, 576),
+    "d2t": (1024,),
+    "t2d": (49152,),
 }
 
 
@@ -205,10 +258,22 @@ def test_checkpoint_is_sglang_llama_eagle3(tiny_run):
     config = json.loads((tiny_run / "config.json").read_text())
     assert config.pop("rms_norm_eps") == pytest.approx(1e-5)
     assert config == {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1, "hidden_size": 576,
-        "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "intermediate_size": 1536,
-        "rope_theta": 100000.0, "rope_scaling": None, "max_position_embeddings": 8192, "hidden_act": "silu",
-        "vocab_size": 49152, "draft_vocab_size": 1024, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "num_hidden_layers": 1,
+        "hidden_size": 576,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "head_dim": 64,
+        "intermediate_size": 1536,
+        "rope_theta": 100000.0,
+        "rope_scaling": None,
+        "max_position_embeddings": 8192,
+        "hidden_act": "silu",
+        "vocab_size": 49152,
+        "draft_vocab_size": 1024,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
         "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 14, 26]},
     }
     drafter, cfg = load_drafter(tiny_run)
@@ -251,14 +316,44 @@ def test_resume_continues_from_the_checkpoint_with_cached_replies(tiny_run):
 def test_cli_builds_the_config(monkeypatch, tmp_path):
     seen = []
     monkeypatch.setattr("training.drafter.train.train", lambda cfg: seen.append(cfg) or cfg.out)
-    args = ["train", "drafter", "--stage", "domain", "--init", str(tmp_path / "generic"), "--out", str(tmp_path / "domain"),
-            "--steps", "5", "--ttt-steps", "3", "--draft-vocab", "2048", "--lr", "1e-4", "--device", "cpu", "--resume",
-            "--replies", "dialogs", "--train-minutes", "7.5"]
+    args = [
+        "train",
+        "drafter",
+        "--stage",
+        "domain",
+        "--init",
+        str(tmp_path / "generic"),
+        "--out",
+        str(tmp_path / "domain"),
+        "--steps",
+        "5",
+        "--ttt-steps",
+        "3",
+        "--draft-vocab",
+        "2048",
+        "--lr",
+        "1e-4",
+        "--device",
+        "cpu",
+        "--resume",
+        "--replies",
+        "dialogs",
+        "--train-minutes",
+        "7.5",
+    ]
     result = CliRunner().invoke(command_app(args), args)
     assert result.exit_code == 0, result.output
     cfg = seen[0]
     assert (cfg.stage, cfg.init, cfg.steps, cfg.ttt_steps, cfg.draft_vocab, cfg.lr, cfg.resume, cfg.replies) == (
-        "domain", tmp_path / "generic", 5, 3, 2048, 1e-4, True, "dialogs")
+        "domain",
+        tmp_path / "generic",
+        5,
+        3,
+        2048,
+        1e-4,
+        True,
+        "dialogs",
+    )
     assert cfg.resolved_run_dir() == tmp_path / "domain-run" and cfg.train_minutes == 7.5
 
 

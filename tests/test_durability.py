@@ -1,7 +1,9 @@
-"""Crash durability: turns committed as they end survive SIGKILL; the unfinished call is closed on restart."""
+"""Crash durability: turns committed as they end survive SIGKILL; the unfinished call is closed as interrupted once
+its server has missed its heartbeats (here by the restarted server)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -13,7 +15,8 @@ from pipeline.store import Store
 
 
 @pytest.mark.asyncio
-async def test_finished_turns_survive_sigkill(tmp_path):
+async def test_finished_turns_survive_sigkill(tmp_path, monkeypatch):
+    monkeypatch.setenv("TALKLINE_HEARTBEAT_S", "1")
     db = f"sqlite:///{tmp_path / 'crash.db'}"
     with OwnServer(db=db) as first:
         async with CallClient(first.url, "freshcart") as client:
@@ -30,5 +33,8 @@ async def test_finished_turns_survive_sigkill(tmp_path):
     assert Store(db).call(call_id).ended_at is None  # the crash left it open
 
     with OwnServer(db=db):
-        call = Store(db).call(call_id)
+        for _ in range(100):
+            if (call := Store(db).call(call_id)).ended_at is not None:
+                break
+            await asyncio.sleep(0.2)
         assert call.end_reason == "interrupted" and call.ended_at is not None

@@ -26,9 +26,17 @@ H, HEADS, KV, HD, INTER, VOCAB, DVOCAB = 64, 4, 2, 16, 96, 512, 128
 
 
 def tiny_target(**kw) -> LlamaConfig:
-    args = dict(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV, num_hidden_layers=8,
-                intermediate_size=INTER, vocab_size=VOCAB, rope_theta=5000.0, rms_norm_eps=1e-5,
-                max_position_embeddings=256)
+    args = dict(
+        hidden_size=H,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV,
+        num_hidden_layers=8,
+        intermediate_size=INTER,
+        vocab_size=VOCAB,
+        rope_theta=5000.0,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=256,
+    )
     return LlamaConfig(**{**args, **kw})
 
 
@@ -64,11 +72,23 @@ def test_config_hf_dict_fields_and_round_trip():
     cfg = Eagle3Config.from_target(tiny_target(), draft_vocab_size=DVOCAB)
     d = cfg.to_hf_dict()
     assert d == {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
-        "hidden_size": H, "num_attention_heads": HEADS, "num_key_value_heads": KV, "head_dim": HD,
-        "intermediate_size": INTER, "rms_norm_eps": 1e-5, "rope_theta": 5000.0, "rope_scaling": None,
-        "max_position_embeddings": 256, "hidden_act": "silu", "vocab_size": VOCAB, "draft_vocab_size": DVOCAB,
-        "tie_word_embeddings": False, "torch_dtype": "float32",
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "num_hidden_layers": 1,
+        "hidden_size": H,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV,
+        "head_dim": HD,
+        "intermediate_size": INTER,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 5000.0,
+        "rope_scaling": None,
+        "max_position_embeddings": 256,
+        "hidden_act": "silu",
+        "vocab_size": VOCAB,
+        "draft_vocab_size": DVOCAB,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
         "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
     }
     assert Eagle3Config.from_hf_dict(json.loads(json.dumps(d))) == cfg
@@ -78,10 +98,20 @@ def test_config_hf_dict_fields_and_round_trip():
 
 
 def test_config_defaults_and_rope_sources():
-    smol = SimpleNamespace(hidden_size=576, num_attention_heads=9, num_key_value_heads=3, num_hidden_layers=30,
-                           intermediate_size=1536, rms_norm_eps=1e-5, rope_theta=100000.0, rope_scaling=None,
-                           max_position_embeddings=8192, hidden_act="silu", vocab_size=49152,
-                           torch_dtype="bfloat16")  # transformers-4 style attributes
+    smol = SimpleNamespace(
+        hidden_size=576,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        num_hidden_layers=30,
+        intermediate_size=1536,
+        rms_norm_eps=1e-5,
+        rope_theta=100000.0,
+        rope_scaling=None,
+        max_position_embeddings=8192,
+        hidden_act="silu",
+        vocab_size=49152,
+        torch_dtype="bfloat16",
+    )  # transformers-4 style attributes
     cfg = Eagle3Config.from_target(smol, draft_vocab_size=8192)
     assert cfg.aux_layer_ids == [1, 14, 26] and cfg.head_dim == 64 and cfg.torch_dtype == "bfloat16"
     assert cfg.rope_theta == 100000.0 and cfg.rope_scaling is None
@@ -96,8 +126,10 @@ def test_config_defaults_and_rope_sources():
         Eagle3Config.from_hf_dict(v5)
 
 
-@pytest.mark.parametrize("rope", [None, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64}])
+@pytest.mark.parametrize(
+    "rope",
+    [None, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}],
+)
 def test_rope_matches_transformers(rope):
     target = tiny_target(rope_parameters={"rope_type": "default", "rope_theta": 5000.0, **(rope or {})})
     cfg = Eagle3Config.from_target(target, DVOCAB)
@@ -134,11 +166,14 @@ def test_save_load_round_trip_bit_exact(tmp_path):
     assert cfg.torch_dtype == "bfloat16"
 
 
-@pytest.mark.parametrize("edit, kind, key, want, found", [
-    ("rename", "missing", "midlayer.hidden_norm.weight", (H,), None),
-    ("extra", "unexpected", "embed_tokens.weight", None, (VOCAB, H)),
-    ("shape", "wrongly shaped", "fc.weight", (H, 3 * H), (H, 2 * H)),
-])
+@pytest.mark.parametrize(
+    "edit, kind, key, want, found",
+    [
+        ("rename", "missing", "midlayer.hidden_norm.weight", (H,), None),
+        ("extra", "unexpected", "embed_tokens.weight", None, (VOCAB, H)),
+        ("shape", "wrongly shaped", "fc.weight", (H, 3 * H), (H, 2 * H)),
+    ],
+)
 def test_load_rejects_bad_checkpoint(tmp_path, edit, kind, key, want, found):
     save_drafter(tiny_drafter(), tiny_drafter().config, tmp_path)
     tensors = load_file(tmp_path / "model.safetensors")
@@ -233,8 +268,7 @@ def test_vocab_mapping_from_counts_and_draft_to_target():
     assert torch.equal(t2d.nonzero().flatten(), chosen)
     drafter = tiny_drafter()
     drafter.set_vocab_mapping(d2t, t2d)
-    assert torch.equal(drafter.draft_to_target(torch.tensor([[0, 5], [DVOCAB - 1, 7]])),
-                       chosen[torch.tensor([[0, 5], [DVOCAB - 1, 7]])])
+    assert torch.equal(drafter.draft_to_target(torch.tensor([[0, 5], [DVOCAB - 1, 7]])), chosen[torch.tensor([[0, 5], [DVOCAB - 1, 7]])])
     d2t_ties, _ = vocab_mapping_from_counts(torch.ones(VOCAB), 4)  # ties resolve to the lowest ids
     assert torch.equal(d2t_ties, torch.zeros(4, dtype=torch.long))
 

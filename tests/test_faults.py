@@ -40,6 +40,9 @@ async def test_llm_down_slow_and_cut_mid_answer(stages, tmp_path):
                 assert not client.got.of("error") and client.close_code is None
             turns = await server.state.store.run(server.state.store.turns, call_id)
         await backend.aclose()
+        warm = [w["messages"] for w in llm.warmups]  # while the caller speaks, the server's prefix cache gets the conversation
+        assert all(m[0]["role"] == "system" for m in warm) and any(m[-1] == {"role": "assistant", "content": "Hi."} for m in warm)
+        assert all(w["max_tokens"] == 1 and w.get("tools") == llm.requests[0].get("tools") for w in llm.warmups)
     assert heard["healthy"][0] == FULL
     assert heard["down"][0] == QUICK_FALLBACK
     assert heard["slow"][0] == QUICK_FALLBACK and heard["slow"][1] < 6, "the fallback comes after --llm-timeout, not never"

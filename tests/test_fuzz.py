@@ -19,8 +19,26 @@ from bench.fuzz import good_call
 from bench.fuzzframes import ENDPOINTS, fuzz_session, run_session
 
 EXAMPLES = 100  # per endpoint: about 15 s each on two shared cores
-FIELDS = ("type", "event", "profile", "sample_rate", "text", "digit", "start", "media", "payload", "streamSid", "stream_id",
-          "sequence_number", "mark", "name", "content-type", "customParameters", "media_format", "encoding")
+FIELDS = (
+    "type",
+    "event",
+    "profile",
+    "sample_rate",
+    "text",
+    "digit",
+    "start",
+    "media",
+    "payload",
+    "streamSid",
+    "stream_id",
+    "sequence_number",
+    "mark",
+    "name",
+    "content-type",
+    "customParameters",
+    "media_format",
+    "encoding",
+)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20) | st.sampled_from(FIELDS),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), inner, max_size=5),

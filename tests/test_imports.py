@@ -45,7 +45,7 @@ def cycles(graph: dict[str, dict[str, bool]]) -> list[list[str]]:
 
     def visit(node: str, path: list[str]) -> None:
         if node in path:
-            found.append(path[path.index(node):] + [node])
+            found.append(path[path.index(node) :] + [node])
             return
         if node in done:
             return

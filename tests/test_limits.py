@@ -116,3 +116,58 @@ async def test_connections_per_minute_per_address(stages, tmp_path):
             assert (await http.get("/healthz")).status_code == 200, "health checks are not counted"
             other = await http.get("/profiles", headers={"X-Forwarded-For": "203.0.113.8"})
             assert other.status_code == 403, "another address has its own count (and, without keys, is refused as remote)"
+
+
+SECRET = "carrier-secret-3e1c"
+HEARD = lambda got: got.audio > 0 or any(e.get("event") == "media" for e in got.events)  # noqa: E731
+
+
+def twilio_opening(secret: str) -> list[str]:
+    connected, start = TwilioClient("", "quick").opening()
+    signed = json.loads(start)
+    signed["start"]["customParameters"]["secret"] = secret
+    return [connected, json.dumps(signed)]
+
+
+@pytest.mark.asyncio
+async def test_authenticated_carrier_streams_are_not_counted_against_the_address(stages, tmp_path):
+    """A carrier opens every call's stream from a few addresses: 100 valid streams in a minute all connect, while
+    100 streams with a wrong secret from one address are cut at TALKLINE_CONNECTIONS_PER_MINUTE."""
+    profiles = quick_profiles(tmp_path / "profiles", facts=[], policies=[])
+    options = {"connections_per_minute": 30, "carrier_secret": SECRET, "max_calls": 100}
+    with serving(stages, tmp_path, profiles_dir=profiles, **options) as server:
+        url = server.ws_url + "/twilio/media"
+        gate = asyncio.Semaphore(8)
+
+        async def one(secret: str):
+            async with gate:
+                return await probe(url, twilio_opening(secret), until=HEARD, timeout=30)
+
+        valid = await asyncio.gather(*(one(SECRET) for _ in range(100)))
+        assert sum(HEARD(p) for p in valid) == 100, [p.close_code for p in valid if not HEARD(p)]
+        wrong = [(await probe(url, twilio_opening("wrong"))).close_code for _ in range(100)]
+        assert wrong == [4401] * 30 + [4429] * 70
+
+
+@pytest.mark.asyncio
+async def test_api_keys_skip_the_address_count_and_carry_call_quotas(stages, tmp_path):
+    profiles = quick_profiles(tmp_path / "profiles")
+    with serving(stages, tmp_path, profiles_dir=profiles, connections_per_minute=5, api_keys=["k-one:1", "k-free"]) as server:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            assert [(await http.get("/profiles", params={"token": "k-free"})).status_code for _ in range(8)] == [200] * 8
+            wrong = [(await http.get("/profiles", params={"token": "nope"})).status_code for _ in range(6)]
+            assert wrong == [401] * 5 + [429]
+        url = server.ws_url + "/ws/call?token="
+        ready = lambda got: any(e.get("type") == "ready" for e in got.events)  # noqa: E731
+        holder = asyncio.create_task(probe(url + "k-one", [START], timeout=4))
+        await asyncio.sleep(1.0)
+        over = await probe(url + "k-one", [START])
+        assert over.codes() == ["quota_exceeded"] and over.close_code == 4429
+        assert "limit of 1 concurrent calls" in over.events[0]["message"]
+        assert ready(await probe(url + "k-free", [START], until=ready)), "other keys are not held by it"
+        await holder
+        for _ in range(50):  # the slot frees once the first call's socket is done
+            if server.state.guard.quotas.active["k-one"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert ready(await probe(url + "k-one", [START], until=ready))

@@ -41,7 +41,7 @@ def chat(url: str, **body) -> httpx.Response:
 
 
 def sse_payloads(text: str) -> list[str]:
-    return [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
 
 
 def test_models_and_health(engine_url):
@@ -61,11 +61,13 @@ def test_completion_matches_in_process_engine(engine_url, reference):
     choice = body["choices"][0]
     assert choice["message"] == {"role": "assistant", "content": text}
     assert choice["finish_reason"] == ("length" if stats.new_tokens == MAX_TOKENS else "stop")
-    assert body["usage"] == {
+    usage = body["usage"]
+    assert {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")} == {
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.new_tokens,
         "total_tokens": stats.prompt_tokens + stats.new_tokens,
     }
+    assert 0 <= usage["prompt_tokens_details"]["cached_tokens"] < stats.prompt_tokens
 
     short = chat(engine_url, temperature=0, max_completion_tokens=3).json()
     assert short["choices"][0]["finish_reason"] == "length" and short["usage"]["completion_tokens"] == 3
@@ -102,13 +104,30 @@ def test_stream_chunks_and_spec_details(engine_url, reference):
     assert whole["sglext"]["spec_tokens_details"]["spec_verify_ct"] == details["spec_verify_ct"]
 
 
+def test_the_next_turn_of_a_conversation_reuses_its_cached_prefix(engine_url, stages):
+    """The prefix cache (SGLang's radix cache, llama.cpp's prompt cache): a follow-up request on a conversation the
+    engine has seen prefills only what is new, reports it as cached tokens, and answers as a fresh cache would."""
+    system = {"role": "system", "content": "You are Noor, the phone agent of Harbour Kayaks. " + "Tours leave at 9 am. " * 12}
+    first = [system, {"role": "user", "content": "When do the tours leave?"}]
+    reply = chat(engine_url, messages=first, temperature=0, max_tokens=20).json()["choices"][0]["message"]["content"]
+    follow = [*first, {"role": "assistant", "content": reply}, {"role": "user", "content": "And how long is a tour?"}]
+    body = chat(engine_url, messages=follow, temperature=0, max_tokens=20).json()
+    engine = stages.llm.engine
+    prompt = engine.encode_chat(follow)
+    cached = body["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert len(engine.encode_chat(first)) <= cached < len(prompt), "the first turn's tokens come from the cache"
+    fresh = "".join(engine.generate_text(engine.new_session(), prompt, 20, temperature=0.0))
+    assert body["choices"][0]["message"]["content"] == fresh
+    assert httpx.get(engine_url + "/health").json()["cached_tokens"] > 0
+
+
 def test_stop_string_cuts_the_answer(engine_url):
     count = [{"role": "user", "content": "Count from 1 to 10, separated by commas."}]
     whole = chat(engine_url, messages=count, temperature=0, max_tokens=60).json()
     full = whole["choices"][0]["message"]["content"]
     four = full.index("4")  # the stop string straddles the token before "4", whatever the model's format
-    body = chat(engine_url, messages=count, temperature=0, max_tokens=60, stop=[full[four - 1:four + 1]]).json()
-    assert body["choices"][0]["message"]["content"] == full[:four - 1]
+    body = chat(engine_url, messages=count, temperature=0, max_tokens=60, stop=[full[four - 1 : four + 1]]).json()
+    assert body["choices"][0]["message"]["content"] == full[: four - 1]
     assert body["choices"][0]["finish_reason"] == "stop"
     assert body["usage"]["completion_tokens"] < whole["usage"]["completion_tokens"]
 

@@ -9,23 +9,25 @@ from pipeline.profile import parse_profile
 from pipeline.prompt import RELEVANT_HEADER, Message, build_messages, system_prompt
 from pipeline.retrieval import BM25, Retriever, turn_query
 
-MUSEUM = parse_profile({
-    "id": "harbour-rail-museum",
-    "brand": "Harbour Rail Museum",
-    "persona": "You are Ines, the visitor desk assistant of the Harbour Rail Museum.",
-    "greeting": "Harbour Rail Museum, Ines speaking.",
-    "facts": [
-        "General admission is $18 for adults and $9 for children aged 4 to 15; under 4s go free.",
-        "The museum is open Tuesday to Sunday from 10 am to 5 pm; last entry is at 4:15 pm.",
-        "Steam train rides on the heritage line cost $7 per person and leave every 40 minutes on weekends.",
-        "Our car park behind the engine shed costs $6 for the whole day.",
-        "Guided tours of the signal box run at 11 am and 2 pm and last 45 minutes.",
-        "Birthday parties for up to 15 children cost $240, including a cab ride on the shunter.",
-        "Wheelchairs can be borrowed free of charge from the ticket office.",
-        "The cafe in the old booking hall serves lunch from 12 pm to 3 pm.",
-    ],
-    "policies": ["Never promise that the steam train runs on a given day; it depends on the volunteers."],
-})
+MUSEUM = parse_profile(
+    {
+        "id": "harbour-rail-museum",
+        "brand": "Harbour Rail Museum",
+        "persona": "You are Ines, the visitor desk assistant of the Harbour Rail Museum.",
+        "greeting": "Harbour Rail Museum, Ines speaking.",
+        "facts": [
+            "General admission is $18 for adults and $9 for children aged 4 to 15; under 4s go free.",
+            "The museum is open Tuesday to Sunday from 10 am to 5 pm; last entry is at 4:15 pm.",
+            "Steam train rides on the heritage line cost $7 per person and leave every 40 minutes on weekends.",
+            "Our car park behind the engine shed costs $6 for the whole day.",
+            "Guided tours of the signal box run at 11 am and 2 pm and last 45 minutes.",
+            "Birthday parties for up to 15 children cost $240, including a cab ride on the shunter.",
+            "Wheelchairs can be borrowed free of charge from the ticket office.",
+            "The cafe in the old booking hall serves lunch from 12 pm to 3 pm.",
+        ],
+        "policies": ["Never promise that the steam train runs on a given day; it depends on the volunteers."],
+    }
+)
 
 PARAPHRASES = [  # the caller's words, away from the fact's words -> the fact that answers
     ("What do I pay to get my two kids and myself through the door?", 0),
@@ -83,8 +85,11 @@ def test_nothing_is_retrieved_before_the_caller_speaks_or_when_turned_off(retrie
 
 
 def test_the_query_carries_the_agents_question_for_a_short_answer():
-    history = [Message("user", "How much is it to get in?"), Message("assistant", "Sure. Is that for an adult or a child?"),
-               Message("user", "for my daughter she's six")]
+    history = [
+        Message("user", "How much is it to get in?"),
+        Message("assistant", "Sure. Is that for an adult or a child?"),
+        Message("user", "for my daughter she's six"),
+    ]
     assert turn_query(history) == "Is that for an adult or a child? for my daughter she's six"
     assert turn_query(history[:1]) == "How much is it to get in?"
 
@@ -95,8 +100,12 @@ def test_bm25_prefers_the_rare_word():
 
 
 def test_the_facts_sit_right_before_the_callers_last_message_and_the_system_prompt_stays_the_prefix():
-    history = [Message("assistant", MUSEUM.greeting), Message("user", "hi"), Message("assistant", "Hello!"),
-               Message("user", "How much to park?")]
+    history = [
+        Message("assistant", MUSEUM.greeting),
+        Message("user", "hi"),
+        Message("assistant", "Hello!"),
+        Message("user", "How much to park?"),
+    ]
     plain = build_messages(MUSEUM, history)
     messages = build_messages(MUSEUM, history, relevant=[MUSEUM.facts[3]])
     assert messages[0] == plain[0] == {"role": "system", "content": system_prompt(MUSEUM)}
@@ -137,7 +146,7 @@ def test_retriever_training_writes_top_layers_the_embedder_loads(tmp_path):
     import random
 
     from training.data.realistic.pools import load_pools
-    from training.retriever import RetrieverTrainConfig, draw_batch, train
+    from training.retriever import RetrieverTrainConfig, draw_batch, kept_out_sectors, train
 
     batch = draw_batch(random.Random(0), load_pools("train")[0], 6, 0.5)
     assert len(batch.facts) == 6 and batch.positives[:6] == [(i,) for i in range(6)]
@@ -148,3 +157,12 @@ def test_retriever_training_writes_top_layers_the_embedder_loads(tmp_path):
     bundled = Embedder(top_layers=None)
     text = ["How much to bring the car over?"]
     assert tuned.tuned and float((tuned.embed(text) @ bundled.embed(text).T)[0, 0]) < 0.99999
+    assert kept_out_sectors(tmp_path / "run.json") == record["validation_sectors"]
+
+
+def test_validation_sectors_are_the_ones_the_shipped_encoder_never_saw():
+    from training.data.realistic.pools import load_pools
+    from training.retriever import kept_out_sectors
+
+    kept = kept_out_sectors()
+    assert len(kept) == 5 and set(kept) <= {p.name for p in load_pools("train")}

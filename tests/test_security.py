@@ -179,10 +179,17 @@ async def raw_get(port: int, path: str) -> tuple[int, bytes]:
 @pytest.mark.asyncio
 async def test_no_path_reaches_outside_its_folder(open_local):
     for path in (
-        "/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2f..%2fpyproject.toml",
+        "/static/../app.py",
+        "/static/%2e%2e/app.py",
+        "/static/..%2f..%2fpyproject.toml",
         "/static/%2e%2e%2f%2e%2e%2fpyproject.toml",
-        "/static//etc/passwd", "/static/%2fetc%2fpasswd", "/static/..\\..\\pyproject.toml",
-        "/profiles/..%2f..%2fprofiles%2fquick", "/profiles/%2e%2e", "/profiles/quick.yaml", "/profiles/..%2fquick",
+        "/static//etc/passwd",
+        "/static/%2fetc%2fpasswd",
+        "/static/..\\..\\pyproject.toml",
+        "/profiles/..%2f..%2fprofiles%2fquick",
+        "/profiles/%2e%2e",
+        "/profiles/quick.yaml",
+        "/profiles/..%2fquick",
     ):
         status, body = await raw_get(open_local.port, path)
         assert status in (400, 404), (path, status)

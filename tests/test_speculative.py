@@ -69,13 +69,17 @@ def test_follow_up_turn_reuses_cache_and_stays_lossless(engines):
     plain, spec = engines
     for engine in engines:
         engine._session = engine.new_session()
-    first = [{"role": "system", "content": "You are a helpful airline agent. A bag costs 30 dollars."},
-             {"role": "user", "content": "How much is a bag?"}]
+    first = [
+        {"role": "system", "content": "You are a helpful airline agent. A bag costs 30 dollars."},
+        {"role": "user", "content": "How much is a bag?"},
+    ]
     outputs = {}
     for name, engine in (("plain", plain), ("spec", spec)):
         reply, _ = run(engine, first, session=engine._session)
-        follow = first + [{"role": "assistant", "content": engine.tokenizer.decode(reply, skip_special_tokens=True)},
-                          {"role": "user", "content": "And a second bag?"}]
+        follow = first + [
+            {"role": "assistant", "content": engine.tokenizer.decode(reply, skip_special_tokens=True)},
+            {"role": "user", "content": "And a second bag?"},
+        ]
         again, stats = run(engine, follow, session=engine._session)
         assert stats.reused_tokens >= len(engine.encode_chat(first))
         assert stats.prompt_tokens - stats.reused_tokens < 40
@@ -89,8 +93,10 @@ def test_truncated_history_crops_the_cache_to_the_common_prefix(engines):
         messages = [{"role": "user", "content": "Describe your baggage rules in detail."}]
         reply, _ = run(engine, messages, session=session)
         text = engine.tokenizer.decode(reply, skip_special_tokens=True)
-        cut = messages + [{"role": "assistant", "content": " ".join(text.split()[:3])},
-                          {"role": "user", "content": "Sorry, what about pets?"}]
+        cut = messages + [
+            {"role": "assistant", "content": " ".join(text.split()[:3])},
+            {"role": "user", "content": "Sorry, what about pets?"},
+        ]
         prompt = engine.encode_chat(cut)
         cached = list(session.ids)
         common = next(i for i, (a, b) in enumerate(zip(cached + [-1], prompt + [-2])) if a != b)
@@ -152,8 +158,10 @@ def test_greedy_acceptance_rule():
 
 
 def test_prefill_warms_the_next_prompt_and_changes_nothing(engines):
-    history = [{"role": "system", "content": "You are a helpful airline agent. A bag costs 30 dollars."},
-               {"role": "assistant", "content": "Hi, this is Ava. How can I help?"}]
+    history = [
+        {"role": "system", "content": "You are a helpful airline agent. A bag costs 30 dollars."},
+        {"role": "assistant", "content": "Hi, this is Ava. How can I help?"},
+    ]
     turn = history + [{"role": "user", "content": "How much is a bag?"}]
     outputs = []
     for engine in engines:
@@ -184,8 +192,9 @@ def test_serve_engine_and_bench_share_one_set_of_speculative_defaults(monkeypatc
 
     loads, settings, benched = [], [], []
     monkeypatch.setattr("models.engine.Engine.load", lambda *a, **kw: loads.append(kw["spec"]))
-    monkeypatch.setattr("server.openai_api.create_engine_app", lambda engine, drafter: None)
+    monkeypatch.setattr("server.openai_api.create_engine_app", lambda engine, drafter, **kw: None)
     monkeypatch.setattr(server.app, "create_app", lambda s: settings.append(s))
+    monkeypatch.setattr("server.drain.DrainingServer.run", lambda self: None)
     monkeypatch.setattr(bench.spec, "main", lambda prompts, config, *a, **kw: benched.append(config))
     monkeypatch.setattr("uvicorn.run", lambda *a, **kw: None)
     runner = CliRunner()
@@ -238,7 +247,6 @@ def test_the_committed_drafter_is_lossless_and_drafts_for_the_tuned_model(stages
         totals.new_tokens += stats.new_tokens - 1
         totals.target_forwards += stats.target_forwards - 1
     assert totals.new_tokens / totals.target_forwards > 1.4  # a random drafter: ~1.0; measured 1.77 on 12 prompts
-
 
 
 def test_bench_spec_takes_a_seeded_sample_of_the_prompts():

@@ -21,7 +21,7 @@ from servers import QUICK_FALLBACK, idle, quick_profiles, serving
 from test_faults import RecordingIO
 
 from bench.wsclient import CallClient
-from models.session import GenerationStats
+from models.session import GenerationStats, Session
 from pipeline.actions import post_json
 from pipeline.call import Call
 from pipeline.io import CallControlError, DtmfIn, HangUp, TextIn
@@ -206,8 +206,11 @@ async def test_a_keyed_lookup_whose_endpoint_never_answers(stages, tmp_path):
     error = {"error": "the lookup_booking service did not answer within 1 s"}
     assert without_system(llm.requests[0])[-3:] == [
         {"role": "user", "content": "The caller pressed 2."},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "lookup_booking", "arguments": '{"code": "K7Q2ZP"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "lookup_booking", "arguments": '{"code": "K7Q2ZP"}'}}],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": json.dumps(error)},
     ], "the keypress ran the tool without asking the model; the model only phrases the answer"
     assert json.loads(turns[1].tool_calls) == [{**dataclasses.asdict(LOOKUP_CALL), "outcome": "timeout", "result": error}]
@@ -365,8 +368,8 @@ class FakeEngine:
         self.prompts.append(messages)
         return [1, 2, 3]
 
-    def new_session(self) -> None:
-        return None
+    def new_session(self) -> Session:
+        return Session(cache=None)  # generate_text never touches it
 
     def generate_text(self, session, prompt: list[int], max_new: int, stats: GenerationStats, **kwargs) -> Iterator[str]:
         for piece in self.reply:

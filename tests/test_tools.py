@@ -52,7 +52,7 @@ def speakable(deltas: list[str]) -> tuple[list[str], SpeechFilter]:
 
 
 def test_speech_filter_holds_back_a_tag_until_it_is_sure():
-    out, speech = speakable(["Sure, one ", "moment. <to", "ol_call>{\"name\": ", '"end_call"}</tool_call>', " Bye"])
+    out, speech = speakable(["Sure, one ", "moment. <to", 'ol_call>{"name": ', '"end_call"}</tool_call>', " Bye"])
     assert "".join(out) == "Sure, one moment. " and out[1] == "moment. " and out[2:] == ["", "", "", ""]
     assert speech.text.endswith("</tool_call> Bye")
     out, _ = speakable(["a <", "to", "ast", " for you <"])
@@ -72,8 +72,11 @@ def test_history_goes_out_as_openai_tool_calls():
     ]
     out = to_openai(messages)
     assert out[:2] == messages[:2] and out[4:6] == messages[4:6]
-    assert out[2] == {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "lookup_booking", "arguments": '{"code": "K7Q2ZP"}'}}]}
+    assert out[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "lookup_booking", "arguments": '{"code": "K7Q2ZP"}'}}],
+    }
     assert out[3] == {"role": "tool", "tool_call_id": "call_1", "content": '{"status": "confirmed"}'}
     assert out[6]["content"] == "Goodbye." and out[6]["tool_calls"][0]["id"] == "call_2"
 

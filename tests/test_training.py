@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from training.checks import has_markdown, run_checks
+from training.checks import failure, has_markdown, run_checks
 from training.data.brands import TRAIN_ONLY_SECTORS
 from training.data.generate import SCENARIOS_PATH, TOOL_SCENARIOS_PATH, DataConfig, generate
 from training.rewards import action, brevity, escalation, fact, near_miss, no_markdown, persona
@@ -141,8 +141,13 @@ def test_action_checks_read_the_tool_call():
 
 
 def test_run_checks():
-    checks = {"must_include_any": ["transfer"], "must_include_all": ["$30"], "must_not_include": ["as an ai"],
-              "max_words": 6, "no_markdown": True}
+    checks = {
+        "must_include_any": ["transfer"],
+        "must_include_all": ["$30"],
+        "must_not_include": ["as an ai"],
+        "max_words": 6,
+        "no_markdown": True,
+    }
     ok = run_checks("Thirty dollars; I can transfer you.", checks)
     assert ok == {"must_include_any": True, "must_include_all": True, "must_not_include": True, "max_words": True, "no_markdown": True}
     bad = run_checks("As an AI, **the fee** is something I do not know at all.", checks)
@@ -151,10 +156,25 @@ def test_run_checks():
     assert not has_markdown("It's nine a.m. to five p.m., every day.")
 
 
+def test_failures_say_why_a_reply_failed():
+    fact = {"must_include_all": ["$47"], "must_not_include": ["$71"], "max_words": 40}
+    reason = lambda kind, reply, checks=fact: failure(kind, reply, run_checks(reply, checks))  # noqa: E731
+    assert reason("fact", "Car deck tickets are forty seven dollars one way.") is None
+    assert reason("fact", "It's seventy one dollars.") == "forbidden"
+    assert reason("fact", "It's forty seven dollars, or seventy one dollars for long vehicles.") == "forbidden", "wrong next to right"
+    assert reason("two_fact", "I'm sorry, I don't have that information.") == "refused"
+    assert reason("slot", "Let me check that for you.") == "missed"
+    unknown = {"must_include_any": ["don't have"], "must_not_include": ["$47"]}
+    assert reason("unknown", "That's forty seven dollars.", unknown) == "forbidden", "a neighbouring fact's number"
+    assert reason("unknown", "Sure, we do that.", unknown) == "must_include_any"
+
+
 def test_rewards_on_hand_made_replies():
     fact_checks = {"must_include_all": ["$30"], "must_include_any": [], "must_not_include": ["as an ai", "Apex Air"]}
     human_checks = {
-        "must_include_all": ["Skyways customer care specialist"], "must_include_any": ["transfer", "connect"], "must_not_include": [],
+        "must_include_all": ["Skyways customer care specialist"],
+        "must_include_any": ["transfer", "connect"],
+        "must_not_include": [],
     }
     replies = ["A checked bag costs thirty dollars.", "Sorry, I don't have that information.", "As an AI, Apex Air charges 40 dollars."]
     kinds, checks = ["fact"] * 3, [fact_checks] * 3
@@ -173,8 +193,12 @@ def test_rewards_on_hand_made_replies():
 
 def test_near_miss_and_unknown_rewards_on_hand_made_replies():
     fee = {"must_include_all": ["$47"], "must_not_include": ["as an ai", "Gannet Ferries", "71 dollars", "12 dollars"]}
-    replies = ["It's forty seven dollars each way.", "Forty seven dollars, or seventy one dollars for a long vehicle.",
-               "It's twelve dollars.", "As an AI I think forty seven dollars."]
+    replies = [
+        "It's forty seven dollars each way.",
+        "Forty seven dollars, or seventy one dollars for a long vehicle.",
+        "It's twelve dollars.",
+        "As an AI I think forty seven dollars.",
+    ]
     assert near_miss(replies, checks=[fee] * 4) == [0.0, -1.0, -1.0, 0.0]
     assert persona(replies, checks=[fee] * 4) == [0.0, 0.0, 0.0, -1.0]
     assert fact(replies, kind=["two_fact"] * 4, checks=[fee] * 4) == [1.0, 1.0, 0.0, 1.0]
@@ -215,8 +239,19 @@ def sft_run(tiny_data, tmp_path_factory):
     from training.sft import SFTRunConfig, main
 
     run_dir = tmp_path_factory.mktemp("sft")
-    cfg = SFTRunConfig(data_dir=tiny_data, run_dir=run_dir, max_steps=4, batch_size=4, lr=2e-3, warmup_steps=0,
-                       general_batch=2, general_answer_tokens=8, logging_steps=1, save_steps=2, threads=1)
+    cfg = SFTRunConfig(
+        data_dir=tiny_data,
+        run_dir=run_dir,
+        max_steps=4,
+        batch_size=4,
+        lr=2e-3,
+        warmup_steps=0,
+        general_batch=2,
+        general_answer_tokens=8,
+        logging_steps=1,
+        save_steps=2,
+        threads=1,
+    )
     return cfg, main(cfg)
 
 
@@ -252,8 +287,17 @@ def test_grpo_runs_from_the_sft_adapter(sft_run, tmp_path, monkeypatch):
     from training.rl import RLRunConfig, main
 
     sft_cfg, sft_adapter = sft_run
-    cfg = RLRunConfig(data_dir=sft_cfg.data_dir, sft_adapter=sft_adapter, run_dir=tmp_path / "rl", max_steps=2,
-                      prompts_per_step=1, num_generations=2, max_completion_length=8, prompt_pool=8, threads=1)
+    cfg = RLRunConfig(
+        data_dir=sft_cfg.data_dir,
+        sft_adapter=sft_adapter,
+        run_dir=tmp_path / "rl",
+        max_steps=2,
+        prompts_per_step=1,
+        num_generations=2,
+        max_completion_length=8,
+        prompt_pool=8,
+        threads=1,
+    )
     adapter = main(cfg)
     metrics = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert any("rewards/brevity/mean" in m for m in metrics)
@@ -294,8 +338,11 @@ def test_ship_drafter_copies_the_checkpoint_and_benchmark_figures(tmp_path):
     (run / "config.json").write_text(json.dumps({"stage": "domain", "steps": 7}))
     (run / "metrics.jsonl").write_text('{"step": 7, "loss": 1.5}\n')
     bench = tmp_path / "spec.json"
-    bench.write_text(json.dumps({"speedup": 1.1, "mean_accept_len": 1.8, "prompts": [{"identical": True}],
-                                 "sweep": {"2": {"speedup": 1.2, "prompts": []}}}))
+    bench.write_text(
+        json.dumps(
+            {"speedup": 1.1, "mean_accept_len": 1.8, "prompts": [{"identical": True}], "sweep": {"2": {"speedup": 1.2, "prompts": []}}}
+        )
+    )
     (drafter / "phrases.json").write_text('{"replies": [[1, 2, 3]]}')
     ship_drafter(drafter, [run], [bench], "make train-drafter", out)
     assert (out / "model.safetensors").read_bytes() == b"drafter" and (out / "config.json").is_file()

@@ -48,8 +48,15 @@ def test_endpoint_is_short_only_for_complete_sentences():
 
 def test_detector_reports_start_pause_resume_end(stages, speech):
     detector = SpeechDetector(stages.vad, threshold=0.5, endpoint_silence_ms=600)
-    audio = np.concatenate([np.zeros(8000, np.float32), speech("I want to ask about"), np.zeros(4800, np.float32),
-                            speech("the price of a bag"), np.zeros(16000, np.float32)])
+    audio = np.concatenate(
+        [
+            np.zeros(8000, np.float32),
+            speech("I want to ask about"),
+            np.zeros(4800, np.float32),
+            speech("the price of a bag"),
+            np.zeros(16000, np.float32),
+        ]
+    )
     events = []
     for i in range(0, len(audio), 320):
         events += [e.kind for e in detector.feed(audio[i : i + 320], now=i / 16000)]
@@ -62,8 +69,17 @@ def test_a_shortened_endpoint_lasts_only_for_its_pause(stages, speech):
     """A pause's transcript may look complete ("Wait, sorry."); once the caller goes on, the default holds again."""
     detector = SpeechDetector(stages.vad, threshold=0.5, endpoint_silence_ms=700)
     silence = lambda ms: np.zeros(16 * ms, np.float32)  # noqa: E731
-    audio = np.concatenate([silence(500), speech("Wait, sorry"), silence(200), speech("I have a question"),
-                            silence(450), speech("about my flight"), silence(1200)])
+    audio = np.concatenate(
+        [
+            silence(500),
+            speech("Wait, sorry"),
+            silence(200),
+            speech("I have a question"),
+            silence(450),
+            speech("about my flight"),
+            silence(1200),
+        ]
+    )
     kinds = []
     for i in range(0, len(audio), 320):
         for event in detector.feed(audio[i : i + 320], now=i / 16000):

@@ -56,15 +56,11 @@ async def test_barge_in_stops_audio_and_keeps_only_heard_text(server, speech):
     async with CallClient(server.ws_url, "skyways") as client:
         await wait_greeting(client)
         await client.stream(speech("Can you tell me everything about your baggage rules and fees?"))
-        t_final = await client.wait_for(
-            lambda got: next((t for t, e in got.events if e["type"] == "transcript" and e["final"]), None)
-        )
+        t_final = await client.wait_for(lambda got: next((t for t, e in got.events if e["type"] == "transcript" and e["final"]), None))
         # the tuned model's answers are short (two sentences at most): interrupt as soon as the answer starts playing
         await client.wait_for(lambda got: sum(len(f) for t, f in got.audio if t > t_final) >= 16000 * 0.2, timeout=60)
         await client.stream(speech("Wait, sorry, I have a different question about my flight."))
-        t_interrupt = await client.wait_for(
-            lambda got: next((t for t, e in got.events if e["type"] == "interrupt"), None), timeout=30
-        )
+        t_interrupt = await client.wait_for(lambda got: next((t for t, e in got.events if e["type"] == "interrupt"), None), timeout=30)
         t_next = await client.wait_for(
             lambda got: next((t for t, e in got.events if t > t_interrupt and e["type"] == "transcript" and e["final"]), None),
             timeout=60,

@@ -6,6 +6,7 @@ import json
 import re
 
 from pipeline.tools import CLOSE, OPEN
+from training.data.dialogues import DONT_KNOW
 from training.textnorm import contains
 
 MARKDOWN = re.compile(r"\*\*|__|`|^\s*#|^\s*[-*•]\s|^\s*\d+[.)]\s|https?://|www\.|\[[^\]]*\]\(", re.M)
@@ -69,3 +70,20 @@ def run_checks(reply: str, checks: dict) -> dict[str, bool]:
     if checks.get("no_markdown"):
         results["no_markdown"] = not has_markdown(reply)
     return results | check_action(call, checks)
+
+
+ANSWER_KINDS = ("fact", "two_fact", "slot")  # scenarios whose reply must state a value of the profile
+
+
+def failure(kind: str, reply: str, checks: dict[str, bool]) -> str | None:
+    """Why a scenario failed, for the report (None if it passed): `forbidden` (it said a value or name the checks
+    rule out: a neighbouring fact's number, another brand), `refused` (it said it doesn't know a value the profile
+    has), `missed` (neither the value nor a refusal), else the first failed check."""
+    if all(checks.values()):
+        return None
+    if not checks.get("must_not_include", True):
+        return "forbidden"
+    if kind in ANSWER_KINDS:
+        spoken, _ = split_call(reply)
+        return "refused" if any(contains(spoken, phrase) for phrase in DONT_KNOW) else "missed"
+    return next(name for name, ok in checks.items() if not ok)

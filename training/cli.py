@@ -57,9 +57,19 @@ def train_sft(
     from training.sft import SFTRunConfig, main
 
     cfg = SFTRunConfig(
-        data_dir=data_dir, run_dir=run_dir, device=device, max_steps=steps, batch_size=batch_size, grad_accum=grad_accum,
-        lr=lr, kl_coef=kl_coef, schedule=parse_schedule(curriculum), save_steps=save_steps, threads=threads,
-        init_adapter=init_adapter, seed=seed,
+        data_dir=data_dir,
+        run_dir=run_dir,
+        device=device,
+        max_steps=steps,
+        batch_size=batch_size,
+        grad_accum=grad_accum,
+        lr=lr,
+        kl_coef=kl_coef,
+        schedule=parse_schedule(curriculum),
+        save_steps=save_steps,
+        threads=threads,
+        init_adapter=init_adapter,
+        seed=seed,
     )
     typer.echo(f"adapter: {main(cfg, resume)}")
 
@@ -84,9 +94,18 @@ def train_rl(
     from training.rl import RLRunConfig, main
 
     cfg = RLRunConfig(
-        data_dir=data_dir, sft_adapter=sft_adapter, run_dir=run_dir, device=device, max_steps=steps,
-        prompts_per_step=prompts_per_step, num_generations=num_generations, max_completion_length=max_completion_length,
-        lr=lr, beta=beta, save_steps=save_steps, threads=threads,
+        data_dir=data_dir,
+        sft_adapter=sft_adapter,
+        run_dir=run_dir,
+        device=device,
+        max_steps=steps,
+        prompts_per_step=prompts_per_step,
+        num_generations=num_generations,
+        max_completion_length=max_completion_length,
+        lr=lr,
+        beta=beta,
+        save_steps=save_steps,
+        threads=threads,
     )
     typer.echo(f"adapter: {main(cfg, resume)}")
 
@@ -117,11 +136,12 @@ def brands_command(
     conversations: Annotated[int, typer.Option(help="conversations from the composed brand pools")] = 7000,
     templated: Annotated[int, typer.Option(help="conversations from `train data`'s generator (tools, codes)")] = 3000,
     retrieval: Annotated[bool, typer.Option(help="put the retrieved facts before each last caller turn, as calls do")] = True,
-    validation: Annotated[Path | None, typer.Option(
-        help="also write 600 scenarios from the train sectors the retriever left out (ranking choices are made there)"
-    )] = None,
+    validation: Annotated[
+        Path | None,
+        typer.Option(help="also write 600 scenarios from the train sectors the retriever left out (ranking choices are made there)"),
+    ] = None,
 ) -> None:
-    """Composed-brand training data (43 sectors) and the held-out brand scenarios (10 other sectors, other writers)."""
+    """Composed-brand training data (74 sectors) and the held-out brand scenarios (10 other sectors, other writers)."""
     from training.data.realistic.generate import BrandDataConfig, generate_brands, validation_scenarios
     from training.retriever import kept_out_sectors
 
@@ -154,8 +174,11 @@ def retriever_command(
     """Fine-tune the fact retriever's MiniLM top layers on the train pools' caller questions and facts."""
     from training.retriever import RetrieverTrainConfig, train
 
-    record = train(RetrieverTrainConfig(out=out, steps=steps, batch_size=batch_size, lr=lr, train_layers=train_layers,
-                                        two_share=two_share, threads=threads))
+    record = train(
+        RetrieverTrainConfig(
+            out=out, steps=steps, batch_size=batch_size, lr=lr, train_layers=train_layers, two_share=two_share, threads=threads
+        )
+    )
     typer.echo(json.dumps(record["history"][-1]))
 
 

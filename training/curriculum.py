@@ -19,7 +19,7 @@ DEFAULT_SCHEDULE = (Phase("facts", 0.25), Phase("multi_turn", 0.25), Phase("tone
 
 
 def parse_schedule(text: str) -> tuple[Phase, ...]:
-    """"facts:0.25,multi_turn:0.25,tones:0.25,escalation:0.25" -> phases, in order."""
+    """ "facts:0.25,multi_turn:0.25,tones:0.25,escalation:0.25" -> phases, in order."""
     phases = []
     for item in text.split(","):
         stage, _, share = item.strip().partition(":")
@@ -29,9 +29,7 @@ def parse_schedule(text: str) -> tuple[Phase, ...]:
     return tuple(phases)
 
 
-def order_examples(
-    rows: list[dict], schedule: tuple[Phase, ...], total: int, replay: float, seed: int
-) -> tuple[list[dict], list[dict]]:
+def order_examples(rows: list[dict], schedule: tuple[Phase, ...], total: int, replay: float, seed: int) -> tuple[list[dict], list[dict]]:
     """`total` examples in curriculum order, and the plan (per phase: stage, first example, count, replayed)."""
     rng = random.Random(seed)
     pools = {stage: [r for r in rows if r["meta"]["curriculum_stage"] == stage] for stage in STAGES}

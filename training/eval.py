@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
@@ -14,7 +14,7 @@ from models.engine import Engine
 from pipeline.profile import parse_profile
 from pipeline.prompt import Message, build_messages
 from pipeline.retrieval import Retriever
-from training.checks import CHECK_NAMES, run_checks
+from training.checks import CHECK_NAMES, failure, run_checks
 
 
 def load_scenarios(path: Path, limit: int | None = None) -> list[dict]:
@@ -49,6 +49,7 @@ def summarize(results: list[dict]) -> dict:
         "per_check": {k: _rate(by_check[k]) for k in CHECK_NAMES if k in by_check},
         "per_sector": {k: _rate(v) for k, v in sorted(by_sector.items())},
         "per_kind": {k: _rate(v) for k, v in sorted(by_kind.items())},
+        "failures": {k: dict(Counter(r["failure"] for r in results if r["kind"] == k and r.get("failure"))) for k in sorted(by_kind)},
         "scenarios": len(results),
     }
 
@@ -59,10 +60,17 @@ def evaluate(engine: Engine, scenarios: list[dict], max_new_tokens: int = 60, re
         reply = answer(engine, s, max_new_tokens, retriever)
         checks = run_checks(reply, s["checks"])
         meta = s.get("meta", {})
-        results.append({
-            "id": s["id"], "sector": meta.get("sector", s["profile"].get("sector", "")), "kind": meta.get("kind", ""),
-            "reply": reply, "checks": checks, "passed": all(checks.values()),
-        })
+        results.append(
+            {
+                "id": s["id"],
+                "sector": meta.get("sector", s["profile"].get("sector", "")),
+                "kind": meta.get("kind", ""),
+                "reply": reply,
+                "checks": checks,
+                "passed": all(checks.values()),
+                "failure": failure(meta.get("kind", ""), reply, checks),
+            }
+        )
     return results
 
 
@@ -72,7 +80,7 @@ def rescore(report: dict, scenarios: list[dict]) -> list[dict]:
     results = []
     for r in report["results"]:
         checks = run_checks(r["reply"], by_id[r["id"]]["checks"])
-        results.append({**r, "checks": checks, "passed": all(checks.values())})
+        results.append({**r, "checks": checks, "passed": all(checks.values()), "failure": failure(r["kind"], r["reply"], checks)})
     return results
 
 
@@ -83,6 +91,9 @@ def print_table(summary: dict) -> None:
         print(f"-- {title.replace('_', ' ')}")
         for name, rate in summary[title].items():
             print(f"{name:<28}{rate:>10.1%}")
+    print("-- failures per kind")
+    for kind, reasons in summary["failures"].items():
+        print(f"{kind:<28}" + ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1])))
 
 
 def write_report(report: dict, out: Path | None) -> dict:
@@ -101,9 +112,7 @@ def main_rescore(scenarios: Path, report_path: Path, out: Path | None) -> dict:
     return write_report(rescored, out)
 
 
-def main(
-    scenarios: Path, model: str, out: Path | None, limit: int | None = None, max_new_tokens: int = 60, retrieval: bool = True
-) -> dict:
+def main(scenarios: Path, model: str, out: Path | None, limit: int | None = None, max_new_tokens: int = 60, retrieval: bool = True) -> dict:
     """Load the model (base, tuned, a folder, an adapter or a GGUF), run every scenario, print and save the report."""
     from models.assets import llm_dir
     from models.embedder import Embedder
@@ -118,7 +127,13 @@ def main(
     t0 = time.perf_counter()
     results = evaluate(engine, rows, max_new_tokens, retriever)
     report = {
-        "model": model, "model_path": str(path), "scenarios_file": str(scenarios), "retrieval": retrieval, "load_s": round(load_s, 1),
-        "eval_s": round(time.perf_counter() - t0, 1), **summarize(results), "results": results,
+        "model": model,
+        "model_path": str(path),
+        "scenarios_file": str(scenarios),
+        "retrieval": retrieval,
+        "load_s": round(load_s, 1),
+        "eval_s": round(time.perf_counter() - t0, 1),
+        **summarize(results),
+        "results": results,
     }
     return write_report(report, out)

@@ -30,7 +30,10 @@ def lora_config(r: int = 16, alpha: int = 32, dropout: float = 0.05):
 def assistant_mask(tokenizer: PreTrainedTokenizerBase, messages: list[dict]) -> tuple[list[int], list[int]]:
     """Token ids of a conversation under the training template, and its loss mask (1 on assistant tokens)."""
     encoded = tokenizer.apply_chat_template(
-        messages, chat_template=TRAIN_TEMPLATE.read_text(), tokenize=True, return_dict=True,
+        messages,
+        chat_template=TRAIN_TEMPLATE.read_text(),
+        tokenize=True,
+        return_dict=True,
         return_assistant_tokens_mask=True,
     )
     return list(encoded["input_ids"]), list(encoded["assistant_masks"])

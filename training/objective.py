@@ -24,18 +24,16 @@ def base_answers(
     tokenizer.padding_side, answers = "left", []
     for start in tqdm(range(0, len(prompts), batch), desc="base answers", unit="batch"):
         chats = [[{"role": "user", "content": p}] for p in prompts[start : start + batch]]
-        enc = tokenizer.apply_chat_template(
-            chats, add_generation_prompt=True, padding=True, return_tensors="pt", return_dict=True
-        ).to(model.device)
+        enc = tokenizer.apply_chat_template(chats, add_generation_prompt=True, padding=True, return_tensors="pt", return_dict=True).to(
+            model.device
+        )
         out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
         answers += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     tokenizer.padding_side = "right"
     return [a.strip() for a in answers]
 
 
-def general_set(
-    path: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_new_tokens: int = 48
-) -> list[list[dict]]:
+def general_set(path: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_new_tokens: int = 48) -> list[list[dict]]:
     """general.jsonl's prompts with the base model's answers, generated once and cached next to it."""
     cache = path.with_name("general_answers.jsonl")
     prompts = [json.loads(line)["prompt"] for line in path.read_text().splitlines() if line.strip()]

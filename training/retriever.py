@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from models.embedder import Embedder, pooled
+from models.embedder import TUNED_LAYERS, Embedder, pooled
 from training.data.brands import brand_names
 from training.data.realistic.brands import make_real_brand
 from training.data.realistic.callers import caller_pool, caller_turn, two_questions
@@ -106,9 +106,13 @@ def split_pools(cfg: RetrieverTrainConfig) -> list[SectorPool]:
     return pools
 
 
-def kept_out_sectors(cfg: RetrieverTrainConfig = RetrieverTrainConfig()) -> list[str]:
-    """The train sectors the retriever's pairs leave out, where ranking choices are validated."""
-    return [p.name for p in split_pools(cfg)[: cfg.validation_sectors]]
+SHIPPED_RECORD = TUNED_LAYERS.with_name("run.json")
+
+
+def kept_out_sectors(record: Path = SHIPPED_RECORD) -> list[str]:
+    """The train sectors the shipped encoder's pairs left out (its run.json), where ranking choices are validated;
+    read from the record, so pools added since cannot slip into the list."""
+    return list(json.loads(record.read_text())["validation_sectors"])
 
 
 def train(cfg: RetrieverTrainConfig) -> dict:
@@ -136,15 +140,22 @@ def train(cfg: RetrieverTrainConfig) -> dict:
         loss.backward()
         opt.step()
         if step % 50 == 0 or step == cfg.steps:
-            row = {"step": step, "loss": round(loss.item(), 4), **recall_at(model.eval(), tokenizer, val_sets),
-                   "s_per_step": round((time.perf_counter() - t0) / step, 2)}
+            row = {
+                "step": step,
+                "loss": round(loss.item(), 4),
+                **recall_at(model.eval(), tokenizer, val_sets),
+                "s_per_step": round((time.perf_counter() - t0) / step, 2),
+            }
             model.train()
             history.append(row)
             print(row)
     cfg.out.mkdir(parents=True, exist_ok=True)
     first = len(model.encoder.layer) - cfg.train_layers
-    weights = {f"encoder.layer.{first + i}.{k}": v.detach().to(torch.bfloat16).contiguous()
-               for i, layer in enumerate(layers) for k, v in layer.state_dict().items()}
+    weights = {
+        f"encoder.layer.{first + i}.{k}": v.detach().to(torch.bfloat16).contiguous()
+        for i, layer in enumerate(layers)
+        for k, v in layer.state_dict().items()
+    }
     save_file(weights, str(cfg.out / "minilm_top_layers.safetensors"))
     record = {"config": {k: str(v) for k, v in asdict(cfg).items()}, "validation_sectors": [p.name for p in val_pools], "history": history}
     (cfg.out / "run.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -43,21 +43,32 @@ def rl_dataset(rows: list[dict], n: int, seed: int):
 
     rng = random.Random(seed)
     picked = rng.sample([r for r in rows if r["meta"]["kind"] in RL_KINDS], min(n, len(rows)))
-    return Dataset.from_list([
-        {"prompt": r["messages"][:-1], "kind": r["meta"]["kind"], "checks": r["meta"]["checks"]} for r in picked
-    ])
+    return Dataset.from_list([{"prompt": r["messages"][:-1], "kind": r["meta"]["kind"], "checks": r["meta"]["checks"]} for r in picked])
 
 
 def grpo_args(cfg: RLRunConfig):
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=str(cfg.run_dir / "checkpoints"), max_steps=cfg.max_steps,
-        per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations, num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, learning_rate=cfg.lr,
-        beta=cfg.beta, use_vllm=False, use_cpu=cfg.device == "cpu", bf16=True, activation_checkpointing=False,
-        reward_weights=[REWARD_WEIGHTS[f.__name__] for f in REWARD_FUNCS], logging_steps=cfg.logging_steps,
-        save_steps=cfg.save_steps, save_total_limit=2, report_to="none", seed=cfg.seed, disable_tqdm=False,
+        output_dir=str(cfg.run_dir / "checkpoints"),
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+        num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        learning_rate=cfg.lr,
+        beta=cfg.beta,
+        use_vllm=False,
+        use_cpu=cfg.device == "cpu",
+        bf16=True,
+        activation_checkpointing=False,
+        reward_weights=[REWARD_WEIGHTS[f.__name__] for f in REWARD_FUNCS],
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=2,
+        report_to="none",
+        seed=cfg.seed,
+        disable_tqdm=False,
     )
 
 
@@ -78,8 +89,12 @@ def main(cfg: RLRunConfig, resume: bool = False) -> Path:
             (cfg.run_dir / "metrics.jsonl").unlink(missing_ok=True)
         write_config(cfg.run_dir, cfg, reward_weights=REWARD_WEIGHTS, prompts_by_kind=dict(Counter(dataset["kind"])))
     trainer = GRPOTrainer(
-        model=model, reward_funcs=REWARD_FUNCS, args=grpo_args(cfg), train_dataset=dataset,
-        processing_class=tokenizer, callbacks=[MetricsLog(cfg.run_dir / "metrics.jsonl")],
+        model=model,
+        reward_funcs=REWARD_FUNCS,
+        args=grpo_args(cfg),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[MetricsLog(cfg.run_dir / "metrics.jsonl")],
     )
     trainer.train(resume_from_checkpoint=last_checkpoint(cfg.run_dir, resume))
     adapter = cfg.run_dir / "adapter"

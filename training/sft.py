@@ -88,13 +88,27 @@ def last_checkpoint(run_dir: Path, resume: bool) -> str | None:
 def sft_args(cfg: SFTRunConfig) -> SFTConfig:
     on_cpu = cfg.device == "cpu"
     return SFTConfig(
-        output_dir=str(cfg.run_dir / "checkpoints"), max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.grad_accum, learning_rate=cfg.lr, lr_scheduler_type="cosine",
-        warmup_steps=cfg.warmup_steps, logging_steps=cfg.logging_steps, save_steps=cfg.save_steps, save_total_limit=2,
-        use_cpu=on_cpu, bf16=True, activation_checkpointing=False, assistant_only_loss=True,
-        chat_template_path=str(TRAIN_TEMPLATE), max_length=cfg.max_length,
+        output_dir=str(cfg.run_dir / "checkpoints"),
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="cosine",
+        warmup_steps=cfg.warmup_steps,
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=2,
+        use_cpu=on_cpu,
+        bf16=True,
+        activation_checkpointing=False,
+        assistant_only_loss=True,
+        chat_template_path=str(TRAIN_TEMPLATE),
+        max_length=cfg.max_length,
         train_sampling_strategy="sequential",
-        report_to="none", seed=cfg.seed, dataloader_num_workers=0, disable_tqdm=False,
+        report_to="none",
+        seed=cfg.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
     )
 
 
@@ -123,9 +137,13 @@ def main(cfg: SFTRunConfig, resume: bool = False) -> Path:
     if state.is_main_process:
         if not resume:
             (cfg.run_dir / "metrics.jsonl").unlink(missing_ok=True)
-        write_config(cfg.run_dir, cfg, curriculum_plan=plan, data_manifest=manifest, steps_per_phase=[
-            {"stage": p["stage"], "first_step": p["start"] // (total // cfg.max_steps)} for p in plan
-        ])
+        write_config(
+            cfg.run_dir,
+            cfg,
+            curriculum_plan=plan,
+            data_manifest=manifest,
+            steps_per_phase=[{"stage": p["stage"], "first_step": p["start"] // (total // cfg.max_steps)} for p in plan],
+        )
     if cfg.init_adapter:
         from peft import PeftModel
 
@@ -133,9 +151,14 @@ def main(cfg: SFTRunConfig, resume: bool = False) -> Path:
     else:
         peft_config = lora_config(cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout)
     trainer = MixedSFTTrainer(
-        model=model, args=args, train_dataset=Dataset.from_list([{"messages": r["messages"]} for r in ordered]),
-        processing_class=tokenizer, peft_config=peft_config,
-        callbacks=[MetricsLog(cfg.run_dir / "metrics.jsonl")], general=general, kl_coef=cfg.kl_coef,
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list([{"messages": r["messages"]} for r in ordered]),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[MetricsLog(cfg.run_dir / "metrics.jsonl")],
+        general=general,
+        kl_coef=cfg.kl_coef,
     )
     trainer.train(resume_from_checkpoint=last_checkpoint(cfg.run_dir, resume))
     adapter = cfg.run_dir / "adapter"

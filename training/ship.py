@@ -38,8 +38,13 @@ def _eval_summary(path: Path) -> dict:
 
 
 def ship(
-    source: Path, runs: list[Path], evals: list[Path], reproduce: str, out: Path = TUNED_ADAPTER_DIR,
-    files: tuple[str, ...] = (ADAPTER_CONFIG, ADAPTER_WEIGHTS), optional: tuple[str, ...] = (),
+    source: Path,
+    runs: list[Path],
+    evals: list[Path],
+    reproduce: str,
+    out: Path = TUNED_ADAPTER_DIR,
+    files: tuple[str, ...] = (ADAPTER_CONFIG, ADAPTER_WEIGHTS),
+    optional: tuple[str, ...] = (),
 ) -> Path:
     """The adapter's (or drafter's) files, plus run.json: each stage's config and final metrics, the eval or
     benchmark results, and the commands that reproduce it."""
@@ -52,10 +57,7 @@ def ship(
             shutil.copyfile(source / name, out / name)
     record = {
         "stages": [run.name for run in runs],
-        "runs": {
-            run.name: {"config": json.loads((run / "config.json").read_text()), "final_metrics": _last_metrics(run)}
-            for run in runs
-        },
+        "runs": {run.name: {"config": json.loads((run / "config.json").read_text()), "final_metrics": _last_metrics(run)} for run in runs},
         "eval": {path.stem: _eval_summary(path) for path in evals},
         "reproduce": reproduce,
     }

@@ -11,10 +11,13 @@ router = APIRouter()
 
 
 @router.get("/healthz")
-async def healthz(request: Request) -> dict:
+async def healthz(request: Request, response: Response) -> dict:
+    """200 `ok`; 503 `draining` after SIGTERM, so a load balancer sends new calls elsewhere."""
     state = request.app.state.talkline
+    if state.calls.draining:
+        response.status_code = 503
     return {
-        "status": "ok",
+        "status": "draining" if state.calls.draining else "ok",
         "llm": state.stages.llm.name,
         "profiles": len(state.profiles),
         "active_calls": state.metrics.active(),

@@ -15,8 +15,7 @@ router = APIRouter(dependencies=[Depends(guard_client)])
 @router.get("/profiles")
 def list_profiles(request: Request) -> list[dict]:
     return [
-        {"id": p.id, "brand": p.brand, "sector": p.sector, "greeting": p.greeting}
-        for p in request.app.state.talkline.profiles.values()
+        {"id": p.id, "brand": p.brand, "sector": p.sector, "greeting": p.greeting} for p in request.app.state.talkline.profiles.values()
     ]
 
 

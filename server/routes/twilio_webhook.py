@@ -45,6 +45,8 @@ async def twilio_voice(request: Request) -> Response:
     elif settings.carrier_secret:
         log.warning("POST /twilio/voice refused: TALKLINE_CARRIER_SECRET is set, so the webhook needs TALKLINE_TWILIO_AUTH_TOKEN")
         raise HTTPException(403, "the server does not hand its stream secret to unsigned webhooks")
+    if request.app.state.talkline.calls.draining:  # Twilio then tries the number's fallback URL
+        raise HTTPException(503, "the server is restarting and takes no new calls", headers={"Retry-After": "5"})
     profile = settings.number_profiles.get(params.get("To", ""), settings.default_profile)
     twiml, connect = VoiceResponse(), Connect()
     stream = connect.stream(url=stream_url(request, settings))

@@ -205,27 +205,40 @@ async def browser_call(ws: WebSocket) -> None:
     start = await _receive_start(ws, io, limits)
     if start is None:
         return
-    if not state.calls.take():
-        await io.error("busy", f"the server is at its limit of {state.calls.limit} calls; try again later", CLOSE_BUSY)
+    key = state.guard.key_of(ws)
+    if not state.guard.quotas.take(key):
+        denial = state.guard.quotas.refusal(key)
+        await io.error(denial.code, denial.message, denial.close)
         return
     try:
-        await _run_call(ws, io, start, limits)
+        if not state.calls.take():
+            await io.error(*state.calls.refusal(), CLOSE_BUSY)
+            return
+        io.output_rate = start.output_sample_rate or start.sample_rate
+        call = None
+        try:
+            call = Call(state.profiles[start.profile], state.stages, io, state.store, state.metrics, start.sample_rate, "browser")
+            state.calls.hold(call)
+            await _run_call(ws, io, call, limits)
+        finally:
+            state.calls.give_back(call)
     finally:
-        state.calls.give_back()
+        state.guard.quotas.give_back(key)
 
 
-async def _run_call(ws: WebSocket, io: BrowserIO, start: Start, limits: SocketLimits) -> None:
-    state = ws.app.state.talkline
-    io.output_rate = start.output_sample_rate or start.sample_rate
-    call = Call(state.profiles[start.profile], state.stages, io, state.store, state.metrics, start.sample_rate, "browser")
+async def _run_call(ws: WebSocket, io: BrowserIO, call: Call, limits: SocketLimits) -> None:
     await io.send_event({"type": "ready", "call_id": call.id})
     runner = asyncio.create_task(call.run())
+    pump = asyncio.create_task(_pump(ws, io, call, runner, limits))
+    runner.add_done_callback(lambda _: pump.cancel())  # the call ended itself: a hang-up, a transfer, a drain
     reason = "error"
     try:
-        reason = await _pump(ws, io, call, runner, limits)
+        await asyncio.wait({pump})
+        reason = "call_ended" if pump.cancelled() else pump.result()
     except Exception:
         log.exception("ws/call %s: receive loop failed", call.id)
     finally:
+        pump.cancel()
         call.push(HangUp(reason))
         try:
             reason = await runner

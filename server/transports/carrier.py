@@ -252,11 +252,12 @@ class CarrierCall:
         if (profile := self.state.profiles.get(profile_id)) is None:
             raise WireError("unknown_profile", f"no profile '{str(profile_id)[:64]}'; GET /profiles lists them", CLOSE_POLICY)
         if not self.state.calls.take():
-            raise WireError("busy", f"the server is at its limit of {self.state.calls.limit} calls", CLOSE_BUSY_CARRIER)
+            raise WireError(*self.state.calls.refusal(), CLOSE_BUSY_CARRIER)
         call_id = started.call_id or self.ws.query_params.get("call_id")
         state, control = self.state, self.control(self.state.settings, call_id)
         self.io = CarrierIO(self.ws, self.wire, started.rate, control)
         self.call = Call(profile, state.stages, self.io, state.store, state.metrics, started.rate, self.wire.transport)
+        state.calls.hold(self.call)
         self.runner = asyncio.create_task(self.call.run())
         self.runner.add_done_callback(lambda _: self.receiving.cancel())  # the call ended itself (transfer, hang-up)
         log.info("%s call %s started: profile %s, %d Hz", self.wire.transport, self.call.id, profile.id, started.rate)
@@ -288,7 +289,7 @@ class CarrierCall:
             except Exception:
                 log.exception("%s call %s: call loop failed", self.wire.transport, self.call.id)
             finally:
-                self.state.calls.give_back()
+                self.state.calls.give_back(self.call)
             log.info("%s call %s ended: %s", self.wire.transport, self.call.id, reason)
         if self.ws.application_state == WebSocketState.CONNECTED:
             try:

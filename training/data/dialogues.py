@@ -17,8 +17,15 @@ from training.data.values import make_code, spoken_code, tidy
 
 KINDS = ("fact", "multi_fact", "slot", "out_of_knowledge", "human", "small_talk", "tool")
 DONT_KNOW = [
-    "don't have", "do not have", "don't know", "not sure", "no information", "not able to say", "not able to provide",
-    "can't provide", "cannot provide",
+    "don't have",
+    "do not have",
+    "don't know",
+    "not sure",
+    "no information",
+    "not able to say",
+    "not able to provide",
+    "can't provide",
+    "cannot provide",
 ]
 TRANSFER_WORDS = ["transfer", "transferring", "connect", "connecting", "put you through"]
 CANT_TRANSFER = ["can't transfer", "cannot transfer", "not able to transfer", "unable to transfer"]
@@ -206,6 +213,11 @@ def catalog_intents() -> set[str]:
 
 
 BUILDERS: dict[str, Callable[[random.Random, Brand, str], Dialogue]] = {
-    "fact": fact, "multi_fact": multi_fact, "slot": slot, "out_of_knowledge": out_of_knowledge,
-    "human": human, "small_talk": small_talk, "tool": tool,
+    "fact": fact,
+    "multi_fact": multi_fact,
+    "slot": slot,
+    "out_of_knowledge": out_of_knowledge,
+    "human": human,
+    "small_talk": small_talk,
+    "tool": tool,
 }

@@ -103,8 +103,13 @@ def conversation(rng: random.Random, brand: Brand, kind: str, tone: str, retriev
 
 def _record(brand: Brand, dialogue: Dialogue, rivals: list[str], retriever: Retriever | None = None) -> dict:
     meta = {
-        "sector": brand.sector.name, "intent": dialogue.intent, "tone": dialogue.tone, "kind": dialogue.kind,
-        "brand": brand.name, "split": brand.split, "curriculum_stage": curriculum_stage(dialogue.kind, dialogue.tone),
+        "sector": brand.sector.name,
+        "intent": dialogue.intent,
+        "tone": dialogue.tone,
+        "kind": dialogue.kind,
+        "brand": brand.name,
+        "split": brand.split,
+        "curriculum_stage": curriculum_stage(dialogue.kind, dialogue.tone),
         "checks": dialogue.checks(rivals),
     }
     return {"messages": training_messages(brand.profile, dialogue.history, retriever), "meta": meta}
@@ -117,10 +122,7 @@ def training_messages(profile: Profile, history: list[Message], retriever: Retri
 
 def conversations(cfg: DataConfig, brands: list[Brand], n: int, salt: str, retriever: Retriever | None = None) -> list[dict]:
     rng = random.Random(f"{salt}-{cfg.seed}")
-    return [
-        conversation(rng, rng.choice(brands), rng.choices(KINDS, cfg.kind_weights)[0], rng.choice(TONES), retriever)
-        for _ in range(n)
-    ]
+    return [conversation(rng, rng.choice(brands), rng.choices(KINDS, cfg.kind_weights)[0], rng.choice(TONES), retriever) for _ in range(n)]
 
 
 def _scenario(i: int, brand: Brand, dialogue: Dialogue, rivals: list[str], kind: str | None = None) -> dict:
@@ -186,7 +188,10 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def generate(
-    out: Path, cfg: DataConfig = DataConfig(), scenarios_path: Path | None = None, tool_scenarios_path: Path | None = None,
+    out: Path,
+    cfg: DataConfig = DataConfig(),
+    scenarios_path: Path | None = None,
+    tool_scenarios_path: Path | None = None,
     retriever: Retriever | None = None,
 ) -> dict:
     """Write train.jsonl, heldout.jsonl, general.jsonl and manifest.json under `out` (and both scenario files); with a
@@ -205,9 +210,13 @@ def generate(
     manifest = {
         "config": asdict(cfg),
         "counts": {
-            "train": len(train), "heldout": len(heldout), "scenarios": len(evals), "tool_scenarios": len(tool_evals),
+            "train": len(train),
+            "heldout": len(heldout),
+            "scenarios": len(evals),
+            "tool_scenarios": len(tool_evals),
             "general": len(general),
-            "train_brands": len(splits["train"]), "heldout_brands": len(splits["heldout"]),
+            "train_brands": len(splits["train"]),
+            "heldout_brands": len(splits["heldout"]),
             "intents": len(catalog_intents()),
             "intents_seen": len({r["meta"]["intent"].removeprefix("unknown_") for r in train + heldout}),
             "by_kind": dict(Counter(r["meta"]["kind"] for r in train)),

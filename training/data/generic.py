@@ -6,37 +6,59 @@ from training.data.catalog import FactIntent
 from training.data.values import phone
 
 SUPPORT_LINE = FactIntent(
-    "support_line", "The support line is {v}.", phone(), "the support phone number",
+    "support_line",
+    "The support line is {v}.",
+    phone(),
+    "the support phone number",
     ("What number can I call for support?", "Can I have your phone number?", "What's the number to call you back?"),
     ("You can reach us at {v}.", "Our support line is {v}."),
 )
 
 OFF_TOPIC = (
-    "What's the weather going to be like tomorrow?", "Can you recommend a good restaurant nearby?",
-    "Who won the football game last night?", "What's the capital of Australia?", "Can you help me with my taxes?",
-    "Do you know a good plumber?", "Which stocks should I buy this year?", "What's the meaning of life?",
-    "Can you book me a taxi?", "What time is it in Tokyo right now?", "How do I fix my laptop?",
-    "Can you tell me the lottery numbers?", "What's a good recipe for lasagna?", "Who's the president of France?",
+    "What's the weather going to be like tomorrow?",
+    "Can you recommend a good restaurant nearby?",
+    "Who won the football game last night?",
+    "What's the capital of Australia?",
+    "Can you help me with my taxes?",
+    "Do you know a good plumber?",
+    "Which stocks should I buy this year?",
+    "What's the meaning of life?",
+    "Can you book me a taxi?",
+    "What time is it in Tokyo right now?",
+    "How do I fix my laptop?",
+    "Can you tell me the lottery numbers?",
+    "What's a good recipe for lasagna?",
+    "Who's the president of France?",
 )
 
 DONT_HAVE = (
-    "I'm sorry, I don't have that information.", "I'm afraid I don't have that information.",
+    "I'm sorry, I don't have that information.",
+    "I'm afraid I don't have that information.",
     "Sorry, I don't have that information right now.",
 )
 OFFER_TRANSFER = (
-    "I can transfer you to {team} if you'd like.", "Would you like me to transfer you to {team}?",
+    "I can transfer you to {team} if you'd like.",
+    "Would you like me to transfer you to {team}?",
     "I can connect you with {team}, who can help.",
 )
 CLOSERS_NO_TEAM = ("Is there anything else I can help with?", "Can I help with anything else?")
 ONLY_BRAND = ("I can only help with questions about {brand}.", "Is there anything about {brand} I can help with?")
 
 HUMAN_ASKS = (
-    "Can I speak to a real person?", "I want to talk to a human.", "Agent, please.", "Representative!",
-    "Get me your manager.", "Transfer me to someone who can actually help.", "Is there a person I can talk to?",
-    "Operator.", "I'd rather talk to somebody, please.", "Can you put me through to a real agent?",
+    "Can I speak to a real person?",
+    "I want to talk to a human.",
+    "Agent, please.",
+    "Representative!",
+    "Get me your manager.",
+    "Transfer me to someone who can actually help.",
+    "Is there a person I can talk to?",
+    "Operator.",
+    "I'd rather talk to somebody, please.",
+    "Can you put me through to a real agent?",
 )
 TRANSFER_NOW = (
-    "Of course, I'll transfer you to {team} now.", "Sure, let me connect you with {team}.",
+    "Of course, I'll transfer you to {team} now.",
+    "Sure, let me connect you with {team}.",
     "I understand, I'm transferring you to {team} right away.",
 )
 TRANSFER_OFFER = ("I can transfer you to {team}. Would you like me to do that now?",)
@@ -62,8 +84,10 @@ SMALL_TALK: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     ),
     "is_robot": (
         ("Am I talking to a robot?", "Are you a real person?", "Is this an automated system?"),
-        ("I'm {name}, the virtual assistant for {brand}. I can help with most questions or transfer you to a person.",
-         "I'm {name}, {brand}'s automated assistant, and I'm happy to help."),
+        (
+            "I'm {name}, the virtual assistant for {brand}. I can help with most questions or transfer you to a person.",
+            "I'm {name}, {brand}'s automated assistant, and I'm happy to help.",
+        ),
         "name",
     ),
     "thanks_bye": (

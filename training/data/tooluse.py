@@ -19,8 +19,13 @@ from training.data.values import make_code
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 STATUSES = (  # what a lookup returns; "{d}" is a date the reply must repeat
-    "confirmed for {d}", "scheduled for {d}", "on its way and due on {d}", "cancelled, with a refund issued on {d}",
-    "active and paid up until {d}", "pending review, with an update expected by {d}", "on hold until {d}",
+    "confirmed for {d}",
+    "scheduled for {d}",
+    "on its way and due on {d}",
+    "cancelled, with a refund issued on {d}",
+    "active and paid up until {d}",
+    "pending review, with an update expected by {d}",
+    "on hold until {d}",
 )
 FILLERS = ("One moment while I look that up.", "Let me check that for you.", "Just a second while I pull that up.")
 FOUND = ("I found it. Your {noun} is {status}.", "Thanks for waiting. Your {noun} is {status}.", "Okay, your {noun} is {status}.")
@@ -30,7 +35,11 @@ NOT_FOUND = (
 )
 LOOKUP_FAILED = ("Sorry, I can't look that up right now.", "I'm sorry, our system isn't answering right now.")
 GOODBYES = (
-    "Thanks, that's all.", "Great, thank you, bye.", "Okay, that's everything, thanks.", "That's all I needed, goodbye.", "Bye now.",
+    "Thanks, that's all.",
+    "Great, thank you, bye.",
+    "Okay, that's everything, thanks.",
+    "That's all I needed, goodbye.",
+    "Bye now.",
 )
 BYE_REPLIES = ("You're welcome, thanks for calling {brand}. Goodbye.", "My pleasure. Thanks for calling {brand}, have a great day.")
 
@@ -52,11 +61,16 @@ def with_tools(rng: random.Random, brand: Brand) -> Brand:
     intent = rng.choice(brand.sector.slots)
     noun = slot_noun(intent.slot)
     tools: list[dict] = [{"name": "transfer_to_human"}] if brand.team else []
-    tools += [{"name": "end_call"}, {
-        "name": lookup_name(intent), "description": f"Look up the caller's {noun} by its {intent.slot}.",
-        "parameters": {"type": "object", "properties": {lookup_param(intent): {"type": "string"}}, "required": [lookup_param(intent)]},
-        "url": f"https://tools.example.com/{brand.profile.id}/{lookup_name(intent)}", "filler": rng.choice(FILLERS),
-    }]
+    tools += [
+        {"name": "end_call"},
+        {
+            "name": lookup_name(intent),
+            "description": f"Look up the caller's {noun} by its {intent.slot}.",
+            "parameters": {"type": "object", "properties": {lookup_param(intent): {"type": "string"}}, "required": [lookup_param(intent)]},
+            "url": f"https://tools.example.com/{brand.profile.id}/{lookup_name(intent)}",
+            "filler": rng.choice(FILLERS),
+        },
+    ]
     rng.shuffle(tools)
     dtmf = {"0": {"tool": "transfer_to_human"}} if brand.team and rng.random() < 0.5 else {}
     data = brand.profile.model_dump(mode="json", exclude_defaults=True) | {"tools": tools, "dtmf": dtmf}
@@ -86,8 +100,11 @@ def lookup_dialogue(rng: random.Random, brand: Brand, tone: str) -> tuple[list[M
     else:
         result, date = result_for(rng, code)
         noun = slot_noun(intent.slot)
-        answer = (rng.choice(FOUND).format(noun=noun, status=result["status"]) if date
-                  else rng.choice(NOT_FOUND).format(noun=noun, slot=intent.slot))
+        answer = (
+            rng.choice(FOUND).format(noun=noun, status=result["status"])
+            if date
+            else rng.choice(NOT_FOUND).format(noun=noun, slot=intent.slot)
+        )
         expect_any = [] if date else ["again"]
     history += [Message("tool", json.dumps(result)), Message("assistant", answer)]
     return history, {"call": call, "date": date, "code": code, "expect_any": expect_any}

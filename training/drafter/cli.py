@@ -19,9 +19,9 @@ def train_drafter_command(
     batch_size: Annotated[int, typer.Option(help="sequences per step")] = 8,
     max_seq_len: Annotated[int, typer.Option(help="drafter window: the last tokens of prompt + reply")] = 256,
     num_prompts: Annotated[int, typer.Option(help="prompts the target answers (dialogs with --replies dialogs)")] = 400,
-    replies: Annotated[str, typer.Option(
-        help="regenerated: the target's own replies; dialogs: the dialogs' replies as written"
-    )] = "regenerated",
+    replies: Annotated[
+        str, typer.Option(help="regenerated: the target's own replies; dialogs: the dialogs' replies as written")
+    ] = "regenerated",
     max_new_tokens: Annotated[int, typer.Option(help="longest regenerated reply")] = 160,
     temperature: Annotated[float, typer.Option(help="0: greedy replies (as served); > 0: sampled")] = 0.0,
     regen_batch_size: Annotated[int, typer.Option(help="prompts answered per generate call")] = 16,
@@ -41,10 +41,30 @@ def train_drafter_command(
     from training.drafter.train import DrafterTrainConfig, train
 
     cfg = DrafterTrainConfig(
-        stage=stage, out=out, init=init, steps=steps, ttt_steps=ttt_steps, draft_vocab=draft_vocab, lr=lr,
-        batch_size=batch_size, max_seq_len=max_seq_len, num_prompts=num_prompts, replies=replies, max_new_tokens=max_new_tokens,
-        temperature=temperature, regen_batch_size=regen_batch_size, dialogs=dialogs, model=model, dtype=dtype,
-        device=device, threads=threads, run_dir=run_dir, replies_cache=replies_cache, save_every=save_every, seed=seed, resume=resume,
+        stage=stage,
+        out=out,
+        init=init,
+        steps=steps,
+        ttt_steps=ttt_steps,
+        draft_vocab=draft_vocab,
+        lr=lr,
+        batch_size=batch_size,
+        max_seq_len=max_seq_len,
+        num_prompts=num_prompts,
+        replies=replies,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        regen_batch_size=regen_batch_size,
+        dialogs=dialogs,
+        model=model,
+        dtype=dtype,
+        device=device,
+        threads=threads,
+        run_dir=run_dir,
+        replies_cache=replies_cache,
+        save_every=save_every,
+        seed=seed,
+        resume=resume,
         train_minutes=train_minutes,
     )
     typer.echo(f"drafter: {train(cfg)}")

@@ -108,7 +108,11 @@ def dialog_samples(
 
 
 def load_dialog_samples(
-    path: Path, tokenizer: PreTrainedTokenizerBase, stops: set[int], limit: int | None = None, seed: int = 0,
+    path: Path,
+    tokenizer: PreTrainedTokenizerBase,
+    stops: set[int],
+    limit: int | None = None,
+    seed: int = 0,
     profiles_dir: Path = DEFAULT_PROFILES,
 ) -> list[DialogSample]:
     """At most `limit` whole dialogs (a seeded sample), tokenized with their replies marked."""

@@ -74,8 +74,13 @@ def _generate(
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=model.device)
     sampled = settings.temperature > 0
     config = GenerationConfig(
-        max_new_tokens=settings.max_new_tokens, do_sample=sampled, temperature=settings.temperature if sampled else None,
-        top_k=0 if sampled else None, top_p=1.0 if sampled else None, eos_token_id=stops, pad_token_id=pad,
+        max_new_tokens=settings.max_new_tokens,
+        do_sample=sampled,
+        temperature=settings.temperature if sampled else None,
+        top_k=0 if sampled else None,
+        top_p=1.0 if sampled else None,
+        eos_token_id=stops,
+        pad_token_id=pad,
     )
     torch.manual_seed(seed)
     out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)

@@ -178,8 +178,12 @@ def _keep_metrics_until(path: Path, step: int) -> None:
 
 
 def train_step(
-    drafter: Eagle3Drafter, model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: list[Sample | DialogSample],
-    step: int, cfg: DrafterTrainConfig,
+    drafter: Eagle3Drafter,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    samples: list[Sample | DialogSample],
+    step: int,
+    cfg: DrafterTrainConfig,
 ) -> dict:
     """One optimizer step on the step's batch; its metrics row."""
     t0 = time.perf_counter()
@@ -194,9 +198,14 @@ def train_step(
     grad_norm = torch.nn.utils.clip_grad_norm_(drafter.parameters(), cfg.grad_clip)
     optimizer.step()
     return {
-        "step": step + 1, "loss": round(float(result.loss.detach()), 4), "lr": lr, "grad_norm": round(float(grad_norm), 3),
-        "step_loss": [round(x, 4) for x in result.step_losses], "step_acc": [round(x, 4) for x in result.step_accuracy],
-        "tokens": int(batch.loss_mask.sum()), "seconds": round(time.perf_counter() - t0, 3),
+        "step": step + 1,
+        "loss": round(float(result.loss.detach()), 4),
+        "lr": lr,
+        "grad_norm": round(float(grad_norm), 3),
+        "step_loss": [round(x, 4) for x in result.step_losses],
+        "step_acc": [round(x, 4) for x in result.step_accuracy],
+        "tokens": int(batch.loss_mask.sum()),
+        "seconds": round(time.perf_counter() - t0, 3),
     }
 
 

@@ -87,9 +87,7 @@ class TTTResult:
     step_accuracy: list[float]
 
 
-def ttt_loss(
-    step_outputs: list[Tensor], batch: Batch, decay: float = 0.8, head: Callable[[Tensor], Tensor] | None = None
-) -> TTTResult:
+def ttt_loss(step_outputs: list[Tensor], batch: Batch, decay: float = 0.8, head: Callable[[Tensor], Tensor] | None = None) -> TTTResult:
     """sum_i decay^i * CE_i over reply positions whose target argmax is in the draft vocab.
 
     `step_outputs` are each step's logits, or its hidden states when `head` maps them to logits: then only

@@ -112,6 +112,7 @@ def _draw(rng: random.Random, topic: Topic, names: dict[str, str], brand: str, t
 def _clashes(new: Stated, kept: list[Stated]) -> bool:
     """Whether a value of `new` shows up in a kept fact's text, or a kept value in `new`'s (each required value must
     stand in one fact only)."""
+
     def inside(values: Stated, text: str) -> bool:
         return any(f" {normalize(c)} " in f" {normalize(text)} " for v in values.values.values() for c in v.checks)
 

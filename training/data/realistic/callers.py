@@ -14,9 +14,27 @@ from training.data.callers import lower_first
 from training.data.realistic.pools import POOLS, SPLITS
 
 MISHEARD = {  # words Whisper tiny often gets wrong on the phone
-    "their": "there", "there": "their", "for": "four", "to": "too", "two": "to", "weight": "wait", "fair": "fare",
-    "fare": "fair", "hour": "our", "our": "hour", "week": "weak", "buy": "by", "right": "write", "new": "knew",
-    "cost": "cast", "price": "prize", "book": "look", "much": "munch", "car": "card", "pay": "play", "then": "than",
+    "their": "there",
+    "there": "their",
+    "for": "four",
+    "to": "too",
+    "two": "to",
+    "weight": "wait",
+    "fair": "fare",
+    "fare": "fair",
+    "hour": "our",
+    "our": "hour",
+    "week": "weak",
+    "buy": "by",
+    "right": "write",
+    "new": "knew",
+    "cost": "cast",
+    "price": "prize",
+    "book": "look",
+    "much": "munch",
+    "car": "card",
+    "pay": "play",
+    "then": "than",
 }
 
 
@@ -37,8 +55,15 @@ class CallerPool:
 
     def strings(self) -> set[str]:
         """Every line of the pool (for the split-disjointness check)."""
-        groups = [*self.wraps.values(), *self.small_talk.values(), self.context, self.two_fact, self.human, self.off_topic,
-                  self.corrections]
+        groups = [
+            *self.wraps.values(),
+            *self.small_talk.values(),
+            self.context,
+            self.two_fact,
+            self.human,
+            self.off_topic,
+            self.corrections,
+        ]
         return {s for g in groups for s in g}
 
 
@@ -49,8 +74,14 @@ def caller_pool(split: str) -> CallerPool:
     raw = yaml.safe_load((POOLS / split / "_callers.yaml").read_text(encoding="utf-8"))
     tup = lambda v: tuple(str(s) for s in v)  # noqa: E731
     return CallerPool(
-        {k: tup(v) for k, v in raw["wraps"].items()}, tup(raw["context"]), tup(raw["two_fact"]), tup(raw["human"]),
-        {k: tup(v) for k, v in raw["small_talk"].items()}, tup(raw["off_topic"]), tup(raw["corrections"]), tup(raw["fillers"]),
+        {k: tup(v) for k, v in raw["wraps"].items()},
+        tup(raw["context"]),
+        tup(raw["two_fact"]),
+        tup(raw["human"]),
+        {k: tup(v) for k, v in raw["small_talk"].items()},
+        tup(raw["off_topic"]),
+        tup(raw["corrections"]),
+        tup(raw["fillers"]),
     )
 
 

@@ -74,13 +74,13 @@ def slot(rng: random.Random, brand: RealBrand, tone: str, callers: CallerPool) -
     ask = caller_turn(rng, callers, tone, _question(rng, brand, stated, rng.choice(branches)))
     question = stated.fill(stated.topic.choice["question"], brand.names, brand.name)
     history = _start(brand) + [
-        Message("user", ask), Message("assistant", agent_says(rng, tone, question, close=False)),
+        Message("user", ask),
+        Message("assistant", agent_says(rng, tone, question, close=False)),
         Message("user", rng.choice(stated.topic.choice[chosen])),
         Message("assistant", _answer(rng, brand, stated, chosen)),
     ]
     other = [c for b in branches if b != chosen for c in stated.values[b].checks]
-    return Dialogue(history, f"{stated.topic.key}.{chosen}", "slot", tone, include_all=list(stated.values[chosen].checks),
-                    exclude=other)
+    return Dialogue(history, f"{stated.topic.key}.{chosen}", "slot", tone, include_all=list(stated.values[chosen].checks), exclude=other)
 
 
 def unknown(rng: random.Random, brand: RealBrand, tone: str, callers: CallerPool) -> Dialogue:
@@ -120,8 +120,9 @@ def small_talk(rng: random.Random, brand: RealBrand, tone: str, callers: CallerP
     ]
     include = {"name": [brand.agent], "brand": [brand.name], "": []}[must]
     if intent == "goodbye" and any(tool.name == "end_call" for tool in brand.profile.tools):
-        return Dialogue(t.ends_with_call(history, ToolCall("end_call")), intent, "small_talk", tone, include_all=include,
-                        tools=True, action="end_call")
+        return Dialogue(
+            t.ends_with_call(history, ToolCall("end_call")), intent, "small_talk", tone, include_all=include, tools=True, action="end_call"
+        )
     return Dialogue(history, intent, "small_talk", tone, include_all=include)
 
 
@@ -142,13 +143,20 @@ def correction(rng: random.Random, brand: RealBrand, tone: str, callers: CallerP
     stated, key = _pick(rng, brand, avoid=dropped)
     ask = corrected(rng, callers, _question(rng, brand, dropped, a), _question(rng, brand, stated, key))
     history = _start(brand) + [Message("user", ask), Message("assistant", agent_says(rng, tone, _answer(rng, brand, stated, key)))]
-    return _answering(history, brand, stated, key, "correction", tone,
-                      exclude=[c for c in dropped.values[a].checks if c not in stated.values[key].checks])
+    return _answering(
+        history, brand, stated, key, "correction", tone, exclude=[c for c in dropped.values[a].checks if c not in stated.values[key].checks]
+    )
 
 
 BUILDERS: dict[str, Builder] = {
-    "fact": fact, "two_fact": two_fact, "slot": slot, "unknown": unknown, "human": human, "small_talk": small_talk,
-    "follow_up": follow_up, "correction": correction,
+    "fact": fact,
+    "two_fact": two_fact,
+    "slot": slot,
+    "unknown": unknown,
+    "human": human,
+    "small_talk": small_talk,
+    "follow_up": follow_up,
+    "correction": correction,
 }
 
 

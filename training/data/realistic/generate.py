@@ -59,8 +59,14 @@ def conversations(cfg: BrandDataConfig, brands: list[RealBrand], retriever: Retr
         brand, kind, tone = rng.choice(brands), rng.choices(TRAIN_KINDS, cfg.train_kind_weights)[0], rng.choice(callers.tones)
         dialogue = build(rng, brand, kind, tone, callers)
         meta = {
-            "sector": brand.pool.name, "intent": dialogue.intent, "tone": tone, "kind": dialogue.kind, "brand": brand.name,
-            "split": "train", "curriculum_stage": curriculum_stage(dialogue.kind, tone), "checks": dialogue.checks(rivals(rng, brand)),
+            "sector": brand.pool.name,
+            "intent": dialogue.intent,
+            "tone": tone,
+            "kind": dialogue.kind,
+            "brand": brand.name,
+            "split": "train",
+            "curriculum_stage": curriculum_stage(dialogue.kind, tone),
+            "checks": dialogue.checks(rivals(rng, brand)),
         }
         out.append({"messages": training_messages(brand.profile, dialogue.history, retriever), "meta": meta})
     return out
@@ -83,8 +89,9 @@ def scenarios(cfg: BrandDataConfig, brands: list[RealBrand], split: str = "heldo
     return out
 
 
-def generate_brands(out: Path, cfg: BrandDataConfig = BrandDataConfig(), scenarios_path: Path | None = None,
-                    retriever: Retriever | None = None) -> dict:
+def generate_brands(
+    out: Path, cfg: BrandDataConfig = BrandDataConfig(), scenarios_path: Path | None = None, retriever: Retriever | None = None
+) -> dict:
     """Write an SFT data folder under `out` (train.jsonl: composed-brand and templated conversations, shuffled;
     general.jsonl; manifest.json) and the held-out scenario file. With a retriever every conversation's last caller
     turn carries the facts it ranks, as in a call."""
@@ -102,9 +109,14 @@ def generate_brands(out: Path, cfg: BrandDataConfig = BrandDataConfig(), scenari
     manifest = {
         "config": asdict(cfg),
         "counts": {
-            "train": len(train), "composed": len(composed), "templated": len(old), "scenarios": len(evals),
-            "train_brands": len(train_brands), "heldout_brands": len(heldout_brands),
-            "train_sectors": len({b.pool.name for b in train_brands}), "heldout_sectors": len({b.pool.name for b in heldout_brands}),
+            "train": len(train),
+            "composed": len(composed),
+            "templated": len(old),
+            "scenarios": len(evals),
+            "train_brands": len(train_brands),
+            "heldout_brands": len(heldout_brands),
+            "train_sectors": len({b.pool.name for b in train_brands}),
+            "heldout_sectors": len({b.pool.name for b in heldout_brands}),
             "by_kind": dict(Counter(r["meta"]["kind"] for r in train)),
             "by_stage": dict(Counter(r["meta"]["curriculum_stage"] for r in train)),
             "scenarios_by_kind": dict(Counter(s["meta"]["kind"] for s in evals)),

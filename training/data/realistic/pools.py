@@ -141,10 +141,15 @@ def parse_pool(raw: dict, split: str, where: str) -> SectorPool:
     if len(topics) < 12 or len({t.key for t in topics}) != len(topics):
         raise PoolError(f"{where}: needs at least 12 topics with distinct keys (has {len(topics)})")
     return SectorPool(
-        str(raw["sector"]), split, _strings(raw.get("brand_suffixes"), f"{where}, brand_suffixes"),
-        _strings(raw.get("roles"), f"{where}, roles"), _strings(raw.get("teams"), f"{where}, teams"),
-        _strings(raw.get("policies"), f"{where}, policies"), names,
-        _strings(raw.get("unknowns"), f"{where}, unknowns", 3), topics,
+        str(raw["sector"]),
+        split,
+        _strings(raw.get("brand_suffixes"), f"{where}, brand_suffixes"),
+        _strings(raw.get("roles"), f"{where}, roles"),
+        _strings(raw.get("teams"), f"{where}, teams"),
+        _strings(raw.get("policies"), f"{where}, policies"),
+        names,
+        _strings(raw.get("unknowns"), f"{where}, unknowns", 3),
+        topics,
     )
 
 
