@@ -44,8 +44,8 @@ def nginx_conf(folder: Path, listen: int, upstreams: list[int]) -> Path:
     return path
 
 
-def calls_by_server(db: str) -> dict[str, str]:
-    with Session(Store(db).engine) as s:
+def calls_by_server(store: Store) -> dict[str, str]:
+    with Session(store.engine) as s:
         return {row.id: row.server_id for row in s.scalars(select(CallRow))}
 
 
@@ -68,12 +68,13 @@ async def test_two_servers_one_database_behind_nginx_survive_a_kill(engine_url, 
         for port, proc in zip(ports, servers):
             wait_healthy(f"http://127.0.0.1:{port}", proc)
         wait_healthy(f"http://127.0.0.1:{front}", servers[1])
+        store = Store(postgres_url)  # the servers made the schema
         async with contextlib.AsyncExitStack() as stack:
             clients = [await stack.enter_async_context(CallClient(url, "quick")) for _ in range(4)]
             await asyncio.gather(*(c.wait_for(lambda got, c=c: c.agent_finals(), timeout=60) for c in clients))
             await asyncio.gather(*(talk(c, "How much is a checked bag?", 2) for c in clients))
             ids = [c.got.of("ready")[0]["call_id"] for c in clients]
-            owner = calls_by_server(postgres_url)
+            owner = calls_by_server(store)
             doomed_pid = servers[0].pid
             on_doomed = [owner[i].split("-")[-2] == str(doomed_pid) for i in ids]
             assert sum(on_doomed) == 2, f"least_conn spreads four calls two and two: {owner}"
@@ -90,9 +91,8 @@ async def test_two_servers_one_database_behind_nginx_survive_a_kill(engine_url, 
             newcomer = await stack.enter_async_context(CallClient(url, "quick"))
             await newcomer.wait_for(lambda got: newcomer.agent_finals(), timeout=60)
             await talk(newcomer, "Is there free wifi?", 2)
-            assert calls_by_server(postgres_url)[newcomer.got.of("ready")[0]["call_id"]] == owner[ids[on_doomed.index(False)]]
+            assert calls_by_server(store)[newcomer.got.of("ready")[0]["call_id"]] == owner[ids[on_doomed.index(False)]]
 
-            store = Store(postgres_url)
             for call_id, doomed in zip(ids, on_doomed):
                 assert [t.index for t in store.turns(call_id)] == ([0, 1] if doomed else [0, 1, 2]), "committed turns are stored"
             for call_id in (i for i, doomed in zip(ids, on_doomed) if doomed):

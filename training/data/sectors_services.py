@@ -74,7 +74,7 @@ TELECOM = Sector(
         F("sim_swap", "A replacement SIM card costs {v}.", money(5, 15, 5), "the replacement SIM price",
           ("My SIM is broken, how much for a new one?",), ("A replacement SIM card costs {v}.",)),
         F("data_topup", "An extra 10 gigabyte data pack costs {v}.", money(5, 20, 5), "the data top-up price",
-          ("I ran out of data, how much is a top-up?",), ("An extra ten gigabyte data pack costs {v}.",)),
+          ("My data is all used up, how much is a top-up?",), ("An extra ten gigabyte data pack costs {v}.",)),
         F("shop_hours", "Shops are open {v}.", hours((9, 10), (18, 19, 20), WEEKDAYS), "the shop hours",
           ("When are your shops open?",), ("Our shops are open {v}.",)),
     ),
