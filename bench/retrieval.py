@@ -11,14 +11,15 @@ import numpy as np
 import torch
 
 from models.embedder import TUNED_LAYERS, Embedder
-from pipeline.profile import parse_profile
+from pipeline.profile import LLMSettings, parse_profile
 from pipeline.prompt import Message
 from pipeline.retrieval import BM25_WEIGHT, FactIndex, Retriever, turn_query
 from pipeline.spoken import speakable
 from training.eval import load_scenarios
 from training.textnorm import contains
 
-KS = (1, 2, 3, 5)
+KS = (1, 2, 3, 4, 5)
+SERVED_K = LLMSettings().retrieved_facts  # the facts a call places before the question
 FACT_KINDS = ("fact", "two_fact", "slot", "multi_fact")  # scenarios whose checks name the values of facts
 RANKERS = ("embedding", "bm25", "served")  # served: hybrid with a pick per question part, as calls rank
 
@@ -67,12 +68,12 @@ def measure(scenarios: list[dict], retriever: Retriever) -> dict:
                 hits[ranker][k].append(want <= set(order[:k]))
         for k in KS:
             hits["served"][k].append(want <= {index.items.index(item) for item in served[:k]})
-        per_kind.setdefault(s.get("meta", {}).get("kind", ""), []).append(hits["served"][3][-1])
+        per_kind.setdefault(s.get("meta", {}).get("kind", ""), []).append(hits["served"][SERVED_K][-1])
     rate = lambda flags: round(sum(flags) / len(flags), 4) if flags else 0.0  # noqa: E731
     return {
-        "questions": len(hits["served"][3]),
+        "questions": len(hits["served"][SERVED_K]),
         "recall": {r: {f"@{k}": rate(hits[r][k]) for k in KS} for r in RANKERS},
-        "served_recall_at_3_per_kind": {k: rate(v) for k, v in sorted(per_kind.items())},
+        "served_recall_per_kind": {k: rate(v) for k, v in sorted(per_kind.items())},
         "turn_ms": {
             "median": round(statistics.median(turn_ms), 2),
             "p95": round(float(np.percentile(turn_ms, 95)), 2),
@@ -103,8 +104,8 @@ def main(scenario_files: list[Path], out: Path | None, top_layers: Path | None =
             for ranker in RANKERS:
                 timing = f"{ms['median']:.1f} / {ms['p95']:.1f}" if ranker == "served" else ""
                 print(f"{name:<10}{ranker:<12}" + "".join(f"{result['recall'][ranker][f'@{k}']:>11.1%}" for k in KS) + f"{timing:>18}")
-            kinds = ", ".join(f"{k} {v:.1%}" for k, v in result["served_recall_at_3_per_kind"].items())
-            print(f"{'':<10}served recall@3 per kind: {kinds}")
+            kinds = ", ".join(f"{k} {v:.1%}" for k, v in result["served_recall_per_kind"].items())
+            print(f"{'':<10}served recall@{SERVED_K} per kind: {kinds}")
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2) + "\n")

@@ -17,8 +17,8 @@ from models.engine import Engine
 from models.session import GenerationStats, Session
 from models.spec_config import SpecConfig
 from pipeline.profile import DEFAULT_PROFILES, Profile, load_profiles, parse_profile
-from pipeline.prompt import Message, build_messages
-from pipeline.retrieval import Retriever
+from pipeline.prompt import Message
+from pipeline.retrieval import Retriever, served_messages
 
 FOLLOW_UP = "Thanks. Could you say that again more briefly?"
 
@@ -72,8 +72,7 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retri
     verify, emitted_after_prefill = 0, 0
     ttft, followup = [], []
     for profile, history in prompts:
-        relevant = retriever.relevant(profile, history) if retriever else ()
-        prompt = plain.encode_chat(build_messages(profile, history, relevant=relevant))
+        prompt = plain.encode_chat(served_messages(profile, history, retriever))
         a = timed(plain, plain.new_session(), prompt, max_new)
         session = spec.new_session()
         b = timed(spec, session, prompt, max_new)
@@ -86,8 +85,7 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retri
         ttft.append(b.ttft_s)
         reply = spec.tokenizer.decode(b.tokens, skip_special_tokens=True)
         more = history + [Message("assistant", reply), Message("user", FOLLOW_UP)]
-        relevant = retriever.relevant(profile, more) if retriever else ()
-        c = timed(spec, session, spec.encode_chat(build_messages(profile, more, relevant=relevant)), 1)
+        c = timed(spec, session, spec.encode_chat(served_messages(profile, more, retriever)), 1)
         followup.append(c.ttft_s)
         rows.append(
             {

@@ -78,6 +78,7 @@ class Turn:
     voice_to_voice_ms: float | None = None
     interrupted: bool = False
     typed: bool = False
+    facts: tuple[str, ...] = ()  # what retrieval ranked for caller_text; history keeps it with the caller's words
     parts: list[Part] = field(default_factory=list)
     control: ToolCall | None = None  # transfer_to_human or end_call, carried out once the turn closed
     tool_calls: list[dict] = field(default_factory=list)  # what the store records

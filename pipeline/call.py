@@ -245,13 +245,13 @@ class Call:
         (at most MAX_HTTP_CALLS a turn); a transfer or hang-up ends the turn."""
         prior = [*self.history, Message("user", turn.caller_text or "")]
         t0 = time.monotonic()
-        relevant = await self.stages.retriever.arelevant(self.profile, prior)
+        turn.facts = tuple(await self.stages.retriever.arelevant(self.profile, prior))
         turn.timeline["retrieval"] = (t0, time.monotonic())
         for answered in range(MAX_HTTP_CALLS + 1):
             part = Part(self.playout.segment_count(turn.index))
             turn.parts.append(part)
             if call is None:
-                messages = build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)], relevant=relevant)
+                messages = build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)], relevant=turn.facts)
                 call = await self._model_reply(turn, part, messages)
             part.last = self.playout.segment_count(turn.index)
             if call is None:
@@ -317,7 +317,7 @@ class Call:
             if turn.caller_text is not None:
                 if not turn.typed:
                     await self.io.send_event({"type": "transcript", "text": turn.caller_text, "final": True})
-                self.history.append(Message("user", turn.caller_text))
+                self.history.append(Message("user", turn.caller_text, turn.facts))
         for delta in unsent:
             await self.io.send_event({"type": "agent_text", "text": delta, "final": False})
         unsent.clear()

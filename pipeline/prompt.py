@@ -17,18 +17,27 @@ VOICE_STYLE = (
     "with no lists, markdown, links or emoji, and say numbers the way a person would."
 )
 RELEVANT_HEADER = "Facts for the caller's question (answer from these if one fits):"
+NO_FACT_IN_BLOCK = "Facts come right before each caller question; if none of them answers it, say you don't have that information."
 
 
 @dataclass(frozen=True)
 class Message:
     role: Role
     content: str
+    facts: tuple[str, ...] = ()  # a caller message's retrieved facts: the block the model saw right before it
+
+
+def retrieves(profile: Profile) -> bool:
+    """Whether each caller turn gets its ranked facts in a block (the system prompt then lists none)."""
+    return profile.llm.retrieved_facts > 0
 
 
 def system_prompt(profile: Profile) -> str:
-    """The system message for a profile: persona, facts and policies (numbers as spoken), escalation, voice style."""
+    """The system message for a profile: persona, facts (unless retrieval places them per turn) and policies (numbers as
+    spoken), escalation, voice style."""
     lines = [profile.persona.strip(), f"You work for {profile.brand}.", VOICE_STYLE]
-    if profile.facts:
+    blocks = retrieves(profile)
+    if profile.facts and not blocks:
         lines.append("Facts you may state:")
         lines += [f"- {speakable(fact)}" for fact in profile.facts]
     if profile.policies:
@@ -38,7 +47,7 @@ def system_prompt(profile: Profile) -> str:
         lines.append(
             f"If the caller asks for a person, or you do not know the answer, offer to transfer them to {profile.escalation.description}."
         )
-    lines.append("If a fact is not listed above, say you don't have that information.")
+    lines.append(NO_FACT_IN_BLOCK if blocks else "If a fact is not listed above, say you don't have that information.")
     team = profile.escalation.description if profile.escalation else "a human agent"
     lines += prompt_lines(profile.tools, team)
     return "\n".join(lines)
@@ -55,7 +64,8 @@ def build_messages(profile: Profile, history: list[Message], history_turns: int 
     Old messages are dropped in blocks of N/2 exchanges rather than one at a time, so the prompt's
     prefix (and the KV cache built on it) stays the same for several turns in a row. `relevant` (facts the
     retrieval ranked for this turn) goes in a short system message right before the caller's last message,
-    so the long system prompt stays a cached prefix.
+    so the long system prompt stays a cached prefix; earlier caller messages keep the blocks they were answered
+    with (`Message.facts`), so the prompt only grows from turn to turn.
     """
     keep = (profile.llm.history_turns if history_turns is None else history_turns) * 2
     recent = [m for m in history if m.content.strip()]
@@ -64,8 +74,11 @@ def build_messages(profile: Profile, history: list[Message], history_turns: int 
         recent = recent[-(-(len(recent) - keep) // step) * step :]
         while recent and recent[0].role == "tool":  # never a tool result without its call
             recent = recent[1:]
-    messages = [{"role": m.role, "content": m.content} for m in recent]
-    last_caller = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"), None)
-    if relevant and last_caller is not None:
-        messages.insert(last_caller, {"role": "system", "content": relevant_block(relevant)})
-    return [{"role": "system", "content": system_prompt(profile)}] + messages
+    last_caller = next((i for i in range(len(recent) - 1, -1, -1) if recent[i].role == "user"), None)
+    messages = [{"role": "system", "content": system_prompt(profile)}]
+    for i, m in enumerate(recent):
+        facts = relevant if relevant and i == last_caller else m.facts
+        if facts and m.role == "user":
+            messages.append({"role": "system", "content": relevant_block(facts)})
+        messages.append({"role": m.role, "content": m.content})
+    return messages

@@ -14,13 +14,13 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
 
 from pipeline.profile import Profile
-from pipeline.prompt import Message
+from pipeline.prompt import Message, build_messages
 
 BM25_WEIGHT = 0.1  # chosen on training sectors kept out of the retriever's training (docs/retrieval.md)
 MAX_PART_PICKS = 2  # parts of a turn ("... and how long is the trip?") that each place their best fact first
@@ -31,6 +31,11 @@ STOPWORDS = frozenset(
     "the their them then there this to was we what when where which who will with would you your".split()
 )
 INDEX_CACHE = 256  # profiles whose fact vectors a process keeps
+
+
+def without_retrieval(profile: Profile) -> Profile:
+    """The profile with retrieval off: every fact in the system prompt, no per-turn block."""
+    return profile.model_copy(update={"llm": profile.llm.model_copy(update={"retrieved_facts": 0})})
 
 
 class Encoder(Protocol):
@@ -160,5 +165,17 @@ class Retriever:
         whole = vectors.mean(0)
         return index.top(query, whole / np.linalg.norm(whole), k, list(zip(parts, vectors)))
 
+    def with_facts(self, profile: Profile, history: Sequence[Message]) -> list[Message]:
+        """The history with each caller message's ranked facts attached, as a call builds it turn by turn."""
+        return [replace(m, facts=tuple(self.relevant(profile, history[: i + 1]))) if m.role == "user" else m for i, m in enumerate(history)]
+
     async def arelevant(self, profile: Profile, history: Sequence[Message], k: int | None = None) -> list[str]:
         return await asyncio.to_thread(self.relevant, profile, history, k)
+
+
+def served_messages(profile: Profile, history: Sequence[Message], retriever: Retriever | None) -> list[dict]:
+    """A history's prompt messages as a call builds them turn by turn: each caller turn with its ranked facts, or,
+    without a retriever, every fact in the system prompt."""
+    if retriever is None:
+        return build_messages(without_retrieval(profile), list(history))
+    return build_messages(profile, retriever.with_facts(profile, history))

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.profile import load_profiles, parse_profile
-from pipeline.prompt import VOICE_STYLE, Message, build_messages, system_prompt
+from pipeline.prompt import NO_FACT_IN_BLOCK, VOICE_STYLE, Message, build_messages, system_prompt
+from pipeline.retrieval import without_retrieval
 from pipeline.spoken import speakable
 
 PROFILES = load_profiles(Path(__file__).resolve().parent.parent / "profiles")
@@ -44,14 +45,17 @@ def test_system_prompt_of_shipped_profiles_has_everything(pid):
     text = system_prompt(p)
     assert p.brand in text
     assert p.persona.strip() in text
-    for item in [*p.facts, *p.policies]:
+    for item in p.policies:
         assert speakable(item) in text
+    for item in p.facts:  # they come per turn, ranked for the caller's words
+        assert speakable(item) not in text
+        assert speakable(item) in system_prompt(without_retrieval(p))
     assert p.escalation is not None and p.escalation.description in text
     assert VOICE_STYLE in text
 
 
 def test_system_prompt_contents_and_order():
-    p = profile()
+    p = without_retrieval(profile())
     text = system_prompt(p)
     lines = text.split("\n")
     assert lines[0] == BASE["persona"]
@@ -79,8 +83,16 @@ def test_system_prompt_does_not_leak_internal_settings():
     assert BASE["greeting"] not in text
 
 
+def test_with_retrieval_the_system_prompt_lists_no_fact_and_says_where_they_come():
+    text = system_prompt(profile())
+    assert "Facts you may state" not in text and "nine a.m." not in text
+    assert NO_FACT_IN_BLOCK in text
+    assert "Facts you may state" in system_prompt(without_retrieval(profile()))
+    assert NO_FACT_IN_BLOCK not in system_prompt(without_retrieval(profile()))
+
+
 def test_system_prompt_without_optional_parts():
-    p = profile(facts=[], policies=[], escalation=None)
+    p = without_retrieval(profile(facts=[], policies=[], escalation=None))
     text = system_prompt(p)
     assert "Facts you may state" not in text
     assert "Policies" not in text

@@ -7,7 +7,8 @@ import pytest
 from models.embedder import Embedder
 from pipeline.profile import parse_profile
 from pipeline.prompt import RELEVANT_HEADER, Message, build_messages, system_prompt
-from pipeline.retrieval import BM25, Retriever, turn_query
+from pipeline.retrieval import BM25, Retriever, served_messages, turn_query
+from pipeline.spoken import speakable
 
 MUSEUM = parse_profile(
     {
@@ -116,6 +117,28 @@ def test_the_facts_sit_right_before_the_callers_last_message_and_the_system_prom
     assert build_messages(MUSEUM, history[:1], relevant=[MUSEUM.facts[3]]) == build_messages(MUSEUM, history[:1])
 
 
+def test_each_caller_message_keeps_the_block_it_was_answered_with(retriever):
+    """The prompt only grows: an earlier turn's block stays before its caller message, so the next turn's prompt
+    starts with the last one's (the KV cache reuses it) and a follow-up can still read the earlier facts."""
+    history = [Message("assistant", MUSEUM.greeting), Message("user", "How much to park?")]
+    first = build_messages(MUSEUM, retriever.with_facts(MUSEUM, history))
+    reply = [Message("assistant", "Parking is six dollars."), Message("user", "And for a coach?")]
+    answered = retriever.with_facts(MUSEUM, history) + reply
+    second = served_messages(MUSEUM, answered, retriever)
+    assert second[: len(first)] == first
+    blocks = [m for m in second if m["role"] == "system" and m["content"].startswith(RELEVANT_HEADER)]
+    assert len(blocks) == 2 and "six dollars" in blocks[0]["content"]
+    assert second[-2] == blocks[1] and second[-1] == {"role": "user", "content": "And for a coach?"}
+
+
+def test_without_retrieval_every_fact_is_in_the_system_prompt_and_no_block(retriever):
+    history = [Message("assistant", MUSEUM.greeting), Message("user", "How much to park?")]
+    messages = served_messages(MUSEUM, history, None)
+    assert [m["role"] for m in messages] == ["system", "assistant", "user"]
+    assert all(speakable(f) in messages[0]["content"] for f in MUSEUM.facts)
+    assert not any(speakable(f) in build_messages(MUSEUM, history)[0]["content"] for f in MUSEUM.facts)
+
+
 async def test_a_call_sends_the_retrieved_facts_to_the_sglang_backend(stages, tmp_path):
     """The retrieval runs in the call loop, so an OpenAI-compatible backend (SGLang) gets the same prompt."""
     import dataclasses
@@ -133,13 +156,19 @@ async def test_a_call_sends_the_retrieved_facts_to_the_sglang_backend(stages, tm
                 await client.wait_for(lambda got: client.agent_finals(), timeout=60)
                 await client.send_json({"type": "text", "text": "What do you charge to put a suitcase in the hold?"})
                 await client.wait_for(lambda got: len(client.agent_finals()) >= 2, timeout=60)
+                first = llm.requests[-1]["messages"]
+                await client.send_json({"type": "text", "text": "And what time do you open?"})
+                await client.wait_for(lambda got: len(client.agent_finals()) >= 3, timeout=60)
         await backend.aclose()
-    messages = llm.requests[-1]["messages"]
+    messages = first
     profile = server.state.profiles["quick"]
     assert messages[-1] == {"role": "user", "content": "What do you charge to put a suitcase in the hold?"}
     assert messages[-2]["role"] == "system" and messages[-2]["content"].startswith(RELEVANT_HEADER)
     assert messages[-2]["content"].count("\n- ") == profile.llm.retrieved_facts
     assert "bag" in messages[-2]["content"].split("\n- ")[1].lower()
+    later = llm.requests[-1]["messages"]
+    assert later[: len(messages)] == messages  # the first question keeps its block: the prompt only grows
+    assert later[-1]["content"] == "And what time do you open?" and later[-2]["content"].startswith(RELEVANT_HEADER)
 
 
 def test_retriever_training_writes_top_layers_the_embedder_loads(tmp_path):

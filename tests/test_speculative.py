@@ -232,7 +232,7 @@ def test_the_committed_drafter_is_lossless_and_drafts_for_the_tuned_model(stages
     from bench.spec import load_prompts
     from models.assets import default_drafter_dir
     from models.eagle3 import load_drafter
-    from pipeline.prompt import build_messages
+    from pipeline.retrieval import served_messages
 
     plain = stages.llm.engine  # the tuned default model
     drafter_dir = default_drafter_dir()
@@ -240,7 +240,7 @@ def test_the_committed_drafter_is_lossless_and_drafts_for_the_tuned_model(stages
     spec = Engine(plain.model, plain.tokenizer, load_drafter(drafter_dir)[0], draft_tokens=4, min_draft_confidence=0.6)
     totals = GenerationStats()
     for profile, messages in load_prompts(Path("bench/prompts.jsonl"))[:3]:
-        chat = build_messages(profile, messages)
+        chat = served_messages(profile, messages, stages.retriever)  # as a call prompts it
         want, _ = run(plain, chat, max_new=40)
         got, stats = run(spec, chat, max_new=40)
         assert got == want

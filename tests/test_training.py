@@ -10,7 +10,7 @@ import torch
 
 from training.checks import failure, has_markdown, run_checks
 from training.data.brands import TRAIN_ONLY_SECTORS
-from training.data.generate import SCENARIOS_PATH, TOOL_SCENARIOS_PATH, DataConfig, generate
+from training.data.generate import SCENARIOS_PATH, TOOL_SCENARIOS_PATH, DataConfig, generate, grounded
 from training.rewards import action, brevity, escalation, fact, near_miss, no_markdown, persona
 from training.textnorm import contains, normalize
 
@@ -68,6 +68,22 @@ def test_splits_hold_out_brands_and_sectors(tiny_data):
         assert brand not in train_brands
     assert {r["meta"]["split"] for r in train} == {"train"}
     assert train[0]["messages"][0]["role"] == "system" and "Facts you may state:" in train[0]["messages"][0]["content"]
+
+
+def test_a_reply_is_grounded_only_when_every_number_it_says_was_shown_before_it():
+    def chat(reply: str, caller: str = "how much to check a bag") -> list[dict]:
+        block = "Facts for the caller's question (answer from these if one fits):\n- Checked bags cost thirty dollars."
+        return [
+            {"role": "system", "content": "You are Ana."},
+            {"role": "system", "content": block},
+            {"role": "user", "content": caller},
+            {"role": "assistant", "content": reply},
+        ]
+
+    assert grounded(chat("A checked bag is $30."))
+    assert grounded(chat("Two bags are thirty dollars each.", caller="I have 2 bags, what do they cost"))
+    assert not grounded(chat("A checked bag is forty dollars."))  # its fact was not retrieved: left out of training
+    assert not grounded(chat("Bags are thirty dollars, or 35 at the gate."))
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from tqdm import tqdm
 
 from models.engine import Engine
 from pipeline.profile import parse_profile
-from pipeline.prompt import Message, build_messages
-from pipeline.retrieval import Retriever
+from pipeline.prompt import Message
+from pipeline.retrieval import Retriever, served_messages
 from training.checks import CHECK_NAMES, failure, run_checks
 
 
@@ -27,8 +27,7 @@ def answer(engine: Engine, scenario: dict, max_new_tokens: int = 60, retriever: 
     retriever ranks for the turn; none without one)."""
     profile = parse_profile(scenario["profile"], scenario.get("id", "<scenario>"))
     history = [Message(m["role"], m["content"]) for m in scenario["messages"] if m["role"] in ("user", "assistant", "tool")]
-    relevant = retriever.relevant(profile, history) if retriever else []
-    prompt = engine.encode_chat(build_messages(profile, history, relevant=relevant))
+    prompt = engine.encode_chat(served_messages(profile, history, retriever))
     return "".join(engine.generate_text(engine.new_session(), prompt, max_new_tokens)).strip()
 
 

@@ -10,8 +10,8 @@ from functools import partial
 from pathlib import Path
 
 from pipeline.profile import Profile
-from pipeline.prompt import Message, build_messages
-from pipeline.retrieval import Retriever
+from pipeline.prompt import Message
+from pipeline.retrieval import Retriever, served_messages
 from training.data import tooluse
 from training.data.brands import SECTORS, TRAIN_ONLY_SECTORS, Brand, brand_names, make_brand
 from training.data.callers import TONES
@@ -29,6 +29,7 @@ from training.data.dialogues import (
 )
 from training.data.general import general_prompts
 from training.data.realistic.brands import RealBrand
+from training.textnorm import normalize
 
 SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_heldout.jsonl"
 TOOL_SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_tools_heldout.jsonl"
@@ -117,12 +118,26 @@ def _record(brand: Brand, dialogue: Dialogue, rivals: list[str], retriever: Retr
 
 def training_messages(profile: Profile, history: list[Message], retriever: Retriever | None) -> list[dict]:
     """A conversation as the model sees it, its last caller turn with the facts the retriever ranks for it."""
-    return build_messages(profile, history, relevant=retriever.relevant(profile, history) if retriever else ())
+    return served_messages(profile, history, retriever)
+
+
+def grounded(messages: list[dict]) -> bool:
+    """Whether every number an agent reply says stands in what the model saw before it (system prompt, fact blocks,
+    the dialogue): a reply whose fact retrieval missed would teach the model to invent it."""
+    seen: set[str] = set()
+    for m in messages:
+        said = normalize(m["content"]).split()
+        if m["role"] == "assistant" and any(t.isdigit() and t not in seen for t in said):
+            return False
+        seen.update(said)
+    return True
 
 
 def conversations(cfg: DataConfig, brands: list[Brand], n: int, salt: str, retriever: Retriever | None = None) -> list[dict]:
+    """n conversations, less those whose replies state a number the model could not see (`grounded`)."""
     rng = random.Random(f"{salt}-{cfg.seed}")
-    return [conversation(rng, rng.choice(brands), rng.choices(KINDS, cfg.kind_weights)[0], rng.choice(TONES), retriever) for _ in range(n)]
+    made = (conversation(rng, rng.choice(brands), rng.choices(KINDS, cfg.kind_weights)[0], rng.choice(TONES), retriever) for _ in range(n))
+    return [r for r in made if grounded(r["messages"])]
 
 
 def _scenario(i: int, brand: Brand, dialogue: Dialogue, rivals: list[str], kind: str | None = None) -> dict:

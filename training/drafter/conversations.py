@@ -15,6 +15,7 @@ from transformers import PreTrainedTokenizerBase
 
 from pipeline.profile import DEFAULT_PROFILES, Profile, load_profiles, parse_profile
 from pipeline.prompt import Message, build_messages
+from pipeline.retrieval import without_retrieval
 from training.drafter.target import encode_chat
 
 
@@ -32,7 +33,7 @@ def _with_profile(row: dict, known: dict[str, Profile], where: str) -> list[dict
     ref = row["profile"]
     profile = known[ref] if isinstance(ref, str) else parse_profile(ref, where)
     history = [Message(m["role"], m["content"]) for m in row["messages"] if m["role"] != "system"]
-    return build_messages(profile, history, history_turns=len(history))
+    return build_messages(without_retrieval(profile), history, history_turns=len(history))
 
 
 def _chats(path: Path, profiles_dir: Path) -> list[list[dict]]:

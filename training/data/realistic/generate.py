@@ -14,7 +14,7 @@ from training.data import generate as templated
 from training.data.brands import brand_names
 from training.data.dialogues import curriculum_stage
 from training.data.general import general_prompts
-from training.data.generate import _scenario, rivals, training_messages, write_jsonl
+from training.data.generate import _scenario, grounded, rivals, training_messages, write_jsonl
 from training.data.realistic.brands import RealBrand, make_real_brand
 from training.data.realistic.callers import caller_pool
 from training.data.realistic.dialogues import build
@@ -51,7 +51,8 @@ def make_brands(cfg: BrandDataConfig, split: str) -> list[RealBrand]:
 
 
 def conversations(cfg: BrandDataConfig, brands: list[RealBrand], retriever: Retriever | None) -> list[dict]:
-    """Training records in the served prompt format: system prompt, the dialogue, the retrieved facts for its last turn."""
+    """Training records in the served prompt format: system prompt, the dialogue, each caller turn's retrieved facts;
+    a conversation whose reply states a number the model could not see is left out (`grounded`)."""
     rng = random.Random(f"brand-train-{cfg.seed}")
     callers = caller_pool("train")
     out = []
@@ -68,7 +69,9 @@ def conversations(cfg: BrandDataConfig, brands: list[RealBrand], retriever: Retr
             "curriculum_stage": curriculum_stage(dialogue.kind, tone),
             "checks": dialogue.checks(rivals(rng, brand)),
         }
-        out.append({"messages": training_messages(brand.profile, dialogue.history, retriever), "meta": meta})
+        messages = training_messages(brand.profile, dialogue.history, retriever)
+        if grounded(messages):
+            out.append({"messages": messages, "meta": meta})
     return out
 
 
