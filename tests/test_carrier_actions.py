@@ -23,11 +23,11 @@ from servers import QUICK_FALLBACK, quick_profiles, serving
 
 from bench.carrierclient import TelnyxClient, TwilioClient, VonageClient
 from pipeline.io import CallControlError
-from server.transports.carrier import Started
 from server.transports.carrier_control import TelnyxControl, TwilioControl, VonageControl
 from server.transports.telnyx import TelnyxWire
 from server.transports.twilio import TwilioWire
 from server.transports.vonage import VonageWire
+from server.transports.wire import Started
 
 ACCOUNT, TOKEN = "AC" + "a1" * 16, "twilio-auth-token"
 CALL_SID = "CA" + "b2" * 16

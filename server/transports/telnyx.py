@@ -10,11 +10,13 @@ from fastapi import APIRouter, WebSocket
 from pydantic import Field, TypeAdapter
 
 from pipeline.audio import alaw_decode, alaw_encode, mulaw_decode, mulaw_encode
-from server.transports.carrier import (
+from server.transports.carrier_control import TelnyxControl
+from server.transports.socket_call import SocketCall
+from server.transports.wire import (
     CLOSE_POLICY,
     MAX_FRAME_S,
     Audio,
-    CarrierCall,
+    CarrierWire,
     Digit,
     Event,
     Played,
@@ -26,7 +28,6 @@ from server.transports.carrier import (
     encode_payload,
     parse_message,
 )
-from server.transports.carrier_control import TelnyxControl
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -129,7 +130,7 @@ class Reorder:
         return out
 
 
-class TelnyxWire:
+class TelnyxWire(CarrierWire):
     """One Telnyx stream: reorders by sequence_number, decodes events, encodes media/mark/clear."""
 
     transport = "telnyx"
@@ -201,4 +202,4 @@ class TelnyxWire:
 
 @router.websocket("/telnyx/media")
 async def telnyx_media(ws: WebSocket) -> None:
-    await CarrierCall(ws, TelnyxWire(), TelnyxControl.from_settings).serve()
+    await SocketCall(ws, TelnyxWire(), TelnyxControl.from_settings).serve()

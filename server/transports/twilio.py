@@ -9,11 +9,13 @@ from fastapi import APIRouter, WebSocket
 from pydantic import Field, TypeAdapter
 
 from pipeline.audio import mulaw_decode, mulaw_encode
-from server.transports.carrier import (
+from server.transports.carrier_control import TwilioControl
+from server.transports.socket_call import SocketCall
+from server.transports.wire import (
     CLOSE_POLICY,
     MAX_FRAME_S,
     Audio,
-    CarrierCall,
+    CarrierWire,
     Digit,
     Event,
     Played,
@@ -25,7 +27,6 @@ from server.transports.carrier import (
     encode_payload,
     parse_message,
 )
-from server.transports.carrier_control import TwilioControl
 
 router = APIRouter()
 
@@ -94,7 +95,7 @@ class Stop(_OnStream):
 Message = TypeAdapter(Annotated[Connected | Start | Media | Dtmf | Mark | Stop, Field(discriminator="event")])
 
 
-class TwilioWire:
+class TwilioWire(CarrierWire):
     """One Twilio stream: decodes Twilio's events, encodes media/mark/clear for its streamSid."""
 
     transport = "twilio"
@@ -146,4 +147,4 @@ class TwilioWire:
 
 @router.websocket("/twilio/media")
 async def twilio_media(ws: WebSocket) -> None:
-    await CarrierCall(ws, TwilioWire(), TwilioControl.from_settings).serve()
+    await SocketCall(ws, TwilioWire(), TwilioControl.from_settings).serve()

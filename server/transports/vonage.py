@@ -10,11 +10,13 @@ from fastapi import APIRouter, WebSocket
 from pydantic import Field, TypeAdapter
 
 from pipeline.audio import pcm16_to_float
-from server.transports.carrier import (
+from server.transports.carrier_control import VonageControl
+from server.transports.socket_call import SocketCall
+from server.transports.wire import (
     CLOSE_POLICY,
     MAX_FRAME_S,
     Audio,
-    CarrierCall,
+    CarrierWire,
     Digit,
     Event,
     Started,
@@ -22,7 +24,6 @@ from server.transports.carrier import (
     WireMessage,
     parse_message,
 )
-from server.transports.carrier_control import VonageControl
 
 router = APIRouter()
 
@@ -46,7 +47,7 @@ class Dtmf(WireMessage):
 Message = TypeAdapter(Annotated[Connected | Dtmf, Field(discriminator="event")])
 
 
-class VonageWire:
+class VonageWire(CarrierWire):
     """One Vonage call leg: the first text frame sets the rate; audio both ways in exact 20 ms binary frames."""
 
     transport = "vonage"
@@ -97,4 +98,4 @@ class VonageWire:
 
 @router.websocket("/vonage/media")
 async def vonage_media(ws: WebSocket) -> None:
-    await CarrierCall(ws, VonageWire(), VonageControl.from_settings).serve()
+    await SocketCall(ws, VonageWire(), VonageControl.from_settings).serve()
