@@ -35,7 +35,7 @@ def retrieves(profile: Profile) -> bool:
 def system_prompt(profile: Profile) -> str:
     """The system message for a profile: persona, facts (unless retrieval places them per turn) and policies (numbers as
     spoken), escalation, voice style."""
-    lines = [profile.persona.strip(), f"You work for {profile.brand}.", VOICE_STYLE]
+    lines = [profile.persona.strip(), f"You work for {profile.brand.rstrip('.')}.", VOICE_STYLE]
     blocks = retrieves(profile)
     if profile.facts and not blocks:
         lines.append("Facts you may state:")

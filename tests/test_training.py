@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from pipeline.profile import Profile
+from pipeline.prompt import Message
 from training.checks import failure, has_markdown, run_checks
 from training.data.brands import TRAIN_ONLY_SECTORS
-from training.data.generate import SCENARIOS_PATH, TOOL_SCENARIOS_PATH, DataConfig, generate, grounded
+from training.data.generate import SCENARIOS_PATH, TOOL_SCENARIOS_PATH, DataConfig, generate, grounded, training_messages
 from training.rewards import action, brevity, escalation, fact, near_miss, no_markdown, persona
 from training.textnorm import contains, normalize
 
@@ -84,6 +86,14 @@ def test_a_reply_is_grounded_only_when_every_number_it_says_was_shown_before_it(
     assert grounded(chat("Two bags are thirty dollars each.", caller="I have 2 bags, what do they cost"))
     assert not grounded(chat("A checked bag is forty dollars."))  # its fact was not retrieved: left out of training
     assert not grounded(chat("Bags are thirty dollars, or 35 at the gate."))
+
+
+def test_a_brand_ending_in_an_abbreviation_ends_a_sentence_with_one_full_stop():
+    profile = Profile(id="keystone", brand="Keystone Grooming Co.", persona="You are Ravi at Keystone Grooming Co..", greeting="Hi.")
+    history = [Message("assistant", "Hello, you've reached Keystone Grooming Co.. I'm Ravi..."), Message("user", "hi")]
+    messages = training_messages(profile, history, None)
+    assert all(".." not in m["content"].replace("...", "") for m in messages), messages
+    assert "You work for Keystone Grooming Co." in messages[0]["content"] and "I'm Ravi..." in messages[1]["content"]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -30,6 +31,8 @@ from training.data.dialogues import (
 from training.data.general import general_prompts
 from training.data.realistic.brands import RealBrand
 from training.textnorm import normalize
+
+DOUBLE_STOP = re.compile(r"(?<!\.)\.\.(?!\.)")  # "Co..", not an ellipsis
 
 SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_heldout.jsonl"
 TOOL_SCENARIOS_PATH = Path(__file__).resolve().parent.parent / "scenarios_tools_heldout.jsonl"
@@ -117,8 +120,9 @@ def _record(brand: Brand, dialogue: Dialogue, rivals: list[str], retriever: Retr
 
 
 def training_messages(profile: Profile, history: list[Message], retriever: Retriever | None) -> list[dict]:
-    """A conversation as the model sees it, its last caller turn with the facts the retriever ranks for it."""
-    return served_messages(profile, history, retriever)
+    """A conversation as the model sees it (each caller turn with the facts the retriever ranks for it), with one full
+    stop where a brand that ends in an abbreviation ("Co.") ends a templated sentence."""
+    return [{**m, "content": DOUBLE_STOP.sub(".", m["content"])} for m in served_messages(profile, history, retriever)]
 
 
 def grounded(messages: list[dict]) -> bool:
