@@ -6,12 +6,12 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from models import assets
+from pipeline.deadlines import DeadlineWorker
 
 log = logging.getLogger(__name__)
 RATE = 16000
@@ -22,7 +22,8 @@ FRAMES_PER_S = 100  # log-mel frames
 
 
 class WhisperASR:
-    """A faster-whisper model shared by all calls; decodes run one at a time off the event loop.
+    """A faster-whisper model shared by all calls; decodes run one at a time off the event loop, the one whose caller
+    waits first (a final transcript before interims: `DeadlineWorker`).
 
     Whisper pads every clip to 30 s, and the encoder's cost follows that length: ~250 ms of a ~300 ms decode
     for a two-second question. Clips shorter than `window_s` minus a second are encoded in a `window_s` window
@@ -40,7 +41,7 @@ class WhisperASR:
         self._tokenizer = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual, task="transcribe", language="en")
         self._prompt = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="asr")
+        self._worker = DeadlineWorker("asr")
 
     def transcribe(self, audio: np.ndarray) -> str:
         """Blocking decode of 16 kHz float32 audio."""
@@ -52,6 +53,9 @@ class WhisperASR:
                 audio, language="en", beam_size=1, condition_on_previous_text=False, without_timestamps=True, vad_filter=False
             )
             return " ".join(s.text.strip() for s in segments).strip()
+
+    def close(self) -> None:
+        self._worker.close()
 
     def _windowed(self, audio: np.ndarray) -> str:
         """Greedy decode of a clip padded with silence to `window_s` (not 30 s)."""
@@ -70,8 +74,9 @@ class WhisperASR:
         )
         return self._tokenizer.decode(result[0].sequences_ids[0]).strip()
 
-    async def atranscribe(self, audio: np.ndarray) -> str:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.transcribe, audio)
+    async def atranscribe(self, audio: np.ndarray, slack_s: float = 0.0) -> str:
+        """A decode in the worker thread, due `slack_s` seconds from now (0: the caller is waiting for it)."""
+        return await self._worker.run(slack_s, self.transcribe, audio)
 
 
 class TurnTranscriber:
@@ -122,7 +127,7 @@ class TurnTranscriber:
     async def _run_interim(self, audio: np.ndarray) -> None:
         """An interim decode; a failure only costs this hypothesis (the final decode reports its own)."""
         try:
-            text = await self.asr.atranscribe(audio)
+            text = await self.asr.atranscribe(audio, slack_s=self.interval / RATE)  # due by the next interim
         except Exception as e:  # noqa: BLE001 - nothing awaits this task
             log.warning("interim ASR failed: %r", e)
             return

@@ -372,7 +372,7 @@ class Call:
         """Synthesize a clause and queue it; a turn's first clause may wait for the next (`start_hold`)."""
         t0, first = time.monotonic(), turn.tts_ttfb_ms is None
         try:
-            audio = await self.stages.tts.synthesize_async(clause, self.profile.voice)
+            audio = await self.stages.tts.synthesize_async(clause, self.profile.voice, self.playout.queued_s())
         except Exception:
             log.exception("call %s: TTS failed for %r", self.id, clause)
             return

@@ -46,6 +46,12 @@ class Stages:
             await asyncio.to_thread(self.retriever.encoder.embed, ["Hello, this is a warm up."])
         log.info("models warmed up in %.1f s", time.perf_counter() - t0)
 
+    async def aclose(self) -> None:
+        """Stop the model workers (queued jobs are cancelled)."""
+        self.asr.close()
+        self.tts.close()
+        await self.llm.aclose()
+
 
 def load_stages(llm: LLMBackend, threads: ThreadBudget = ThreadBudget(), asr_window_s: float = 10.0) -> Stages:
     """Load VAD, ASR, TTS and the fact retriever's sentence embeddings beside an already built LLM backend."""

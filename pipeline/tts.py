@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import onnxruntime as ort
 
 from models import assets
 from pipeline.audio import PCM16_MAX
+from pipeline.deadlines import DeadlineWorker
 from pipeline.profile import VoiceSettings
 
 
 class PiperTTS:
-    """A bundled Piper voice (the profiles' `voice.voice`); one synthesis at a time (espeak-ng is not re-entrant)."""
+    """A bundled Piper voice (the profiles' `voice.voice`); one synthesis at a time (espeak-ng is not re-entrant), the
+    call whose queued audio runs out first goes first (`DeadlineWorker`)."""
 
     def __init__(self, threads: int = 1, voice: str = VoiceSettings().voice) -> None:
         from piper import PiperVoice
@@ -30,7 +30,7 @@ class PiperTTS:
         self.voice = PiperVoice(session=session, config=config)
         self.sample_rate = config.sample_rate
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tts")
+        self._worker = DeadlineWorker("tts")
 
     def synthesize(self, text: str, settings: VoiceSettings | None = None) -> list[np.ndarray]:
         """Blocking: float32 audio at `sample_rate`, one array per sentence Piper finds."""
@@ -41,8 +41,11 @@ class PiperTTS:
         with self._lock:
             return [c.audio_int16_array.astype(np.float32) / PCM16_MAX for c in self.voice.synthesize(text, syn_config=config)]
 
-    async def synthesize_async(self, text: str, settings: VoiceSettings | None = None) -> np.ndarray:
-        """One clause's audio, synthesized in a worker thread."""
-        loop = asyncio.get_running_loop()
-        chunks = await loop.run_in_executor(self._executor, self.synthesize, text, settings)
+    def close(self) -> None:
+        self._worker.close()
+
+    async def synthesize_async(self, text: str, settings: VoiceSettings | None = None, slack_s: float = 0.0) -> np.ndarray:
+        """One clause's audio, synthesized in the worker thread, due `slack_s` seconds from now (the audio the call
+        still has queued; 0: the caller hears nothing until it is ready)."""
+        chunks = await self._worker.run(slack_s, self.synthesize, text, settings)
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)

@@ -104,7 +104,7 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
         await store.run(store.leave)
         store.engine.dispose()
         if stages is None:
-            await loaded.llm.aclose()
+            await loaded.aclose()
 
     app = FastAPI(title="Talkline", lifespan=lifespan, telemetry={"exclude": carries_credentials})
     headers.install(app, settings.cors_origins)
