@@ -123,6 +123,7 @@ def main(
     retrieval: bool = True,
     untrained: bool = False,
     model: str = "tuned",
+    weights: str = "bf16",
 ) -> dict:
     """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them), each with the facts retrieved for
     its last turn as a call has them; `untrained` (or a config without a drafter) drafts with a random drafter. Print
@@ -130,15 +131,16 @@ def main(
     torch.set_num_threads(threads)
     retriever = Retriever(Embedder()) if retrieval else None
     prompts = sample_prompts(load_prompts(prompts_file), limit)
-    plain = Engine.load(model=model)
+    plain = Engine.load(model=model, weights=weights)
     untrained = untrained or config.drafter is None
     if untrained:
         draft = random_drafter(plain.model.config, 8192, seed=0)
         spec = Engine(plain.model, plain.tokenizer, draft, config.draft_tokens, config.min_confidence, config.prompt_lookup)
     else:
-        spec = Engine.load(model=model, spec=config)
+        spec = Engine.load(model=model, spec=config, weights=weights)
     report = {
         "model": model,
+        "weights": weights,
         "drafter": "random (untrained, seed 0)" if untrained else str(config.drafter),
         "threads": threads,
         "prompts_file": str(prompts_file),
@@ -149,7 +151,7 @@ def main(
         "learn_phrases": config.learn_phrases,
         **compare(plain, spec, prompts, max_new_tokens, retriever),
     }
-    print(f"drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
+    print(f"weights: {weights}   drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
     for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "ttft_ms", "followup_ttft_ms"):
         print(f"  {key:<18} {report[key]}")
     if out:

@@ -14,6 +14,7 @@ from models import assets
 from models.eagle3 import DrafterCache, Eagle3Drafter, load_drafter
 from models.invariance import make_batch_invariant
 from models.phrases import PHRASES_NAME, PhraseMemory
+from models.quantize import with_weights
 from models.session import GenerationStats, Session
 from models.spec_config import SpecConfig
 from models.speculative import speculative_decode
@@ -79,13 +80,15 @@ class Engine:
         dtype: torch.dtype = torch.bfloat16,
         model: str = "tuned",
         spec: SpecConfig | None = None,
+        weights: str = "bf16",
     ) -> Engine:
         """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2),
         decoding speculatively as `spec` says (None, or no drafter in it: plain greedy decoding). With prompt lookup
-        and phrases on, the drafter folder's phrase memory (`phrases.json`) comes along."""
+        and phrases on, the drafter folder's phrase memory (`phrases.json`) comes along. `weights` int8 quantizes
+        the linear layers of the model and the drafter (`models/quantize.py`)."""
         path = path or assets.llm_dir(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        lm = with_weights(AutoModelForCausalLM.from_pretrained(path, dtype=dtype), weights)
         if spec is None or spec.drafter is None:
             return cls(lm, tokenizer)
         shipped = Path(spec.drafter) / PHRASES_NAME
@@ -93,7 +96,7 @@ class Engine:
         return cls(
             lm,
             tokenizer,
-            load_drafter(spec.drafter, dtype=dtype)[0],
+            with_weights(load_drafter(spec.drafter, dtype=dtype)[0], weights),
             spec.draft_tokens,
             spec.min_confidence,
             spec.prompt_lookup,

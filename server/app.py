@@ -71,7 +71,7 @@ def build_llm(settings: Settings) -> LLMBackend:
     from models.engine import Engine
 
     torch.set_num_threads(settings.threads.llm)
-    return EmbeddedLLM(Engine.load(settings.model_path, spec=settings.spec))
+    return EmbeddedLLM(Engine.load(settings.model_path, spec=settings.spec, weights=settings.llm_weights))
 
 
 def build_stages(settings: Settings) -> Stages:

@@ -30,6 +30,10 @@ MinDraftConfidence = Annotated[
         f"[TALKLINE_MIN_DRAFT_CONFIDENCE, {SpecConfig.min_confidence}]"
     ),
 ]
+Weights = Annotated[
+    str,
+    typer.Option(envvar="TALKLINE_LLM_WEIGHTS", help="embedded LLM linear weights: bf16, or int8 (weight-only, models/quantize.py)"),
+]
 PROMPT_LOOKUP_HELP = (
     "greedy chains also draft what followed the same tokens earlier in the conversation, else in the "
     "target's past replies (the drafter's phrases.json, grown by each reply)"
@@ -69,6 +73,7 @@ def serve(
     draft_tokens: DraftTokens = None,
     min_draft_confidence: MinDraftConfidence = None,
     prompt_lookup: PromptLookup = None,
+    weights: Weights = "bf16",
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Run the voice server on HOST:PORT; a flag overrides its TALKLINE_* variable, which Settings reads."""
@@ -89,6 +94,7 @@ def serve(
         llm=llm,
         llm_url=llm_url,
         llm_timeout=llm_timeout,
+        llm_weights=weights,
     )
     settings.spec = spec_from_env(
         spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence, prompt_lookup=prompt_lookup
@@ -110,6 +116,7 @@ def engine_command(
     draft_tokens: DraftTokens = None,
     min_draft_confidence: MinDraftConfidence = None,
     prompt_lookup: PromptLookup = None,
+    weights: Weights = "bf16",
     cache_tokens: Annotated[
         int,
         typer.Option(
@@ -130,7 +137,7 @@ def engine_command(
     config = spec_from_env(
         spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence, prompt_lookup=prompt_lookup
     )
-    engine = Engine.load(llm_dir(model), spec=config)
+    engine = Engine.load(llm_dir(model), spec=config, weights=weights)
     web = create_engine_app(engine, config and config.drafter, cache_tokens=cache_tokens)
     uvicorn.run(web, host=host, port=port, log_level=log_level)
 
@@ -183,6 +190,7 @@ def bench_spec(
     learn_phrases: Annotated[bool, typer.Option(help="each reply joins the phrase memory, as when serving")] = True,
     retrieval: Annotated[bool, typer.Option(help="the facts retrieved for the turn before its last message, as served")] = True,
     model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tuned",
+    weights: Weights = "bf16",
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness. Without flags it
     measures what `talkline serve` runs; flags switch parts off for comparisons."""
@@ -198,7 +206,7 @@ def bench_spec(
         phrases=phrases,
         learn_phrases=learn_phrases,
     )
-    spec.main(prompts, config, max_new_tokens, out, limit=limit, retrieval=retrieval, untrained=untrained, model=model)
+    spec.main(prompts, config, max_new_tokens, out, limit=limit, retrieval=retrieval, untrained=untrained, model=model, weights=weights)
 
 
 @bench_app.command("retrieval")
