@@ -142,8 +142,9 @@ class Engine:
         cancelled: Callable[[], bool] = lambda: False,
         stats: GenerationStats | None = None,
         seed: int | None = None,
+        ignore_eos: bool = False,
     ) -> Iterator[int]:
-        """Yield new token ids until a stop token, the limit, or cancellation (speculative with a drafter)."""
+        """Yield new token ids until a stop token (unless `ignore_eos`), the limit, or cancellation (speculative with a drafter)."""
         if max_new_tokens <= 0:
             return
         stats = stats if stats is not None else GenerationStats()
@@ -175,7 +176,7 @@ class Engine:
             try:
                 for token in itertools.chain([first], rest):
                     reply.append(token)
-                    if token in self.stop_ids:
+                    if token in self.stop_ids and not ignore_eos:
                         break
                     stats.new_tokens += 1
                     yield token

@@ -85,6 +85,7 @@ class ChatRequest(BaseModel):
     temperature: float | None = Field(None, ge=0, le=2)
     seed: int | None = None
     stop: str | list[str] | None = None
+    ignore_eos: bool = False  # SGLang's and vLLM's sampling parameter: decode to max_tokens (load tests, benchmarks)
     return_spec_tokens_details: bool = False
     tools: list[ToolSpec] | None = None  # the model reads tools from the system prompt; these name the calls returned
 
@@ -171,6 +172,7 @@ class Generation:
                 cancelled=self.stop.is_set,
                 stats=self.stats,
                 seed=self.req.seed,
+                ignore_eos=self.req.ignore_eos,
             )
             self.api.sessions.give_back(session)  # not after a failure: its cache may be half-written
 

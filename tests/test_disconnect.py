@@ -38,13 +38,13 @@ class Stuck:
             self.entered.set()
             await asyncio.Event().wait()  # only cancellation gets out
 
-    async def atranscribe(self, audio: np.ndarray) -> str:
+    async def atranscribe(self, audio: np.ndarray, slack_s: float = 0.0) -> str:
         await self._maybe_stick()
-        return await self.real.atranscribe(audio)
+        return await self.real.atranscribe(audio, slack_s)
 
-    async def synthesize_async(self, text: str, settings=None) -> np.ndarray:
+    async def synthesize_async(self, text: str, settings=None, slack_s: float = 0.0) -> np.ndarray:
         await self._maybe_stick()
-        return await self.real.synthesize_async(text, settings)
+        return await self.real.synthesize_async(text, settings, slack_s)
 
 
 @pytest.fixture(scope="module")

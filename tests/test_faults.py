@@ -87,7 +87,7 @@ class RecordingIO:
 class BrokenASR:
     """Every decode (interim and final) raises."""
 
-    async def atranscribe(self, audio: np.ndarray) -> str:
+    async def atranscribe(self, audio: np.ndarray, slack_s: float = 0.0) -> str:
         raise RuntimeError("the ASR stage exploded")
 
 
@@ -102,10 +102,10 @@ class FlakyTTS:
     def sample_rate(self) -> int:
         return self.real.sample_rate
 
-    async def synthesize_async(self, text: str, settings=None) -> np.ndarray:
+    async def synthesize_async(self, text: str, settings=None, slack_s: float = 0.0) -> np.ndarray:
         if self.poison in text:
             raise RuntimeError(f"the TTS stage exploded on {text!r}")
-        return await self.real.synthesize_async(text, settings)
+        return await self.real.synthesize_async(text, settings, slack_s)
 
 
 async def broken_call(server, stages, llm_url: str, speech) -> tuple[RecordingIO, str]:

@@ -200,9 +200,10 @@ async def test_closing_the_stream_stops_generation(engine_url, reference):
 
 
 async def test_client_leaving_a_non_stream_request_stops_generation(engine_url):
-    async with httpx.AsyncClient(timeout=0.25) as client:  # leaves mid-reply: the tuned agent keeps replies short
+    request = {"messages": LONG, "temperature": 0, "max_tokens": 400, "ignore_eos": True}  # seconds of decoding
+    async with httpx.AsyncClient(timeout=0.25) as client:
         with pytest.raises(httpx.ReadTimeout):
-            await client.post(engine_url + "/v1/chat/completions", json={"messages": LONG, "temperature": 0, "max_tokens": 400})
+            await client.post(engine_url + "/v1/chat/completions", json=request)
     await wait_idle(engine_url, within=1.5)
 
 
