@@ -49,8 +49,8 @@ test: setup
 # docs/screenshot.png: the demo page in headless Chromium after the tuned model answered a spoken question, with
 # its real latency row (tests/test_browser.py takes it).
 screenshot: setup
-	$(PY) -m pytest -q tests/test_browser.py -k spoken_call
-	cp artifacts/browser-call.png docs/screenshot.png
+	$(PY) -m pytest -q tests/test_browser.py -k "spoken_call and webrtc"
+	cp artifacts/browser-call-webrtc.png docs/screenshot.png
 
 # Brand-agent tuning (docs/training.md, docs/brand-data.md): data -> SFT -> GRPO -> held-out evals (brands, plain, tools) -> the
 # EAGLE3 drafter for the result, at a small CPU scale (step times in docs/training.md "make train and step times"). Every

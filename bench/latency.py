@@ -1,4 +1,5 @@
-"""Voice-to-voice latency measured at the client: caller WAVs in at real-time pace, agent audio timed on arrival."""
+"""Voice-to-voice latency measured at the client: caller WAVs in at real-time pace, agent audio timed on arrival, over the
+WebSocket (/ws/call) or WebRTC (an aiortc peer), side by side in one run when both are asked for."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from bench.rtcclient import RtcClient
 from bench.wsclient import CallClient
 from pipeline.audio import resample
 
 RATE = 16000
 SILENT_PEAK = 300  # int16 peak below which an agent frame counts as silence
 UNDERRUN_S = 0.1
+TRANSPORTS = ("websocket", "webrtc")
 
 
 def read_wav(path: Path, rate: int = RATE) -> np.ndarray:
@@ -67,13 +70,14 @@ class TurnResult:
     voice_to_voice_ms: float | None
     underruns: list[float] = field(default_factory=list)
     server: dict = field(default_factory=dict)
+    transport: str = "websocket"
 
 
 def percentile(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 1) if values else None
 
 
-async def run_turn(client: CallClient, path: Path, call_no: int, turn_no: int) -> TurnResult:
+async def run_turn(client: CallClient | RtcClient, path: Path, call_no: int, turn_no: int) -> TurnResult:
     """Stream one WAV at real-time pace, then wait for the agent's answer to it."""
     samples = read_wav(path)
     finals_before = len(client.agent_finals())
@@ -92,15 +96,23 @@ async def run_turn(client: CallClient, path: Path, call_no: int, turn_no: int) -
     return TurnResult(call_no, turn_no, path.name, v2v, underruns(frames, RATE), metrics[0] if metrics else {})
 
 
-async def run_call(url: str, profile: str, wavs: list[Path], call_no: int) -> list[TurnResult]:
+def open_call(url: str, profile: str, transport: str) -> CallClient | RtcClient:
+    """A caller over `transport` to the server at ws://HOST:PORT."""
+    if transport == "webrtc":
+        return RtcClient(url.replace("ws://", "http://", 1).replace("wss://", "https://", 1), profile)
+    return CallClient(url, profile)
+
+
+async def run_call(url: str, profile: str, wavs: list[Path], call_no: int, transport: str = "websocket") -> list[TurnResult]:
     """Every WAV as one turn; when the agent ends the call (a transfer, a goodbye), the next turns go to a new call."""
     results, pending = [], list(enumerate(wavs, start=1))
     while pending:
-        async with CallClient(url, profile) as client:
+        async with open_call(url, profile, transport) as client:
             await client.wait_for(lambda got: client.agent_finals(), timeout=120)
             while pending and not client.got.of("end") and not client.closed.is_set():
                 turn_no, path = pending.pop(0)
                 results.append(await run_turn(client, path, call_no, turn_no))
+                results[-1].transport = transport
                 await asyncio.sleep(0.3)  # an `end` right after the answer's last audio
     return results
 
@@ -179,20 +191,38 @@ class OwnServer:
             self.proc.wait()
 
 
-async def bench(url: str, profile: str, wavs: list[Path], calls: int) -> list[TurnResult]:
-    per_call = await asyncio.gather(*(run_call(url, profile, wavs, n) for n in range(1, calls + 1)))
-    return [r for call in per_call for r in call]
+async def bench(url: str, profile: str, wavs: list[Path], calls: int, transports: tuple[str, ...] = ("websocket",)) -> list[TurnResult]:
+    """`calls` simultaneous calls over each transport in turn, on the same server."""
+    results = []
+    for transport in transports:
+        per_call = await asyncio.gather(*(run_call(url, profile, wavs, n, transport) for n in range(1, calls + 1)))
+        results += [r for call in per_call for r in call]
+    return results
 
 
-def main(wavs: list[Path], url: str | None, profile: str, calls: int, out: Path | None) -> dict:
+def main(
+    wavs: list[Path], url: str | None, profile: str, calls: int, out: Path | None, transports: tuple[str, ...] = ("websocket",)
+) -> dict:
+    if unknown := set(transports) - set(TRANSPORTS):
+        raise ValueError(f"unknown transports {sorted(unknown)}; choose from {', '.join(TRANSPORTS)}")
     if url is None:
         with OwnServer() as own:
-            results = asyncio.run(bench(own.url, profile, wavs, calls))
+            results = asyncio.run(bench(own.url, profile, wavs, calls, transports))
     else:
-        results = asyncio.run(bench(url.removesuffix("/ws/call"), profile, wavs, calls))
-    summary = summarize(results)
-    print_table(results, summary)
-    report = {"profile": profile, "calls": calls, "summary": summary, "turns": [asdict(r) for r in results]}
+        results = asyncio.run(bench(url.removesuffix("/ws/call"), profile, wavs, calls, transports))
+    by_transport = {t: [r for r in results if r.transport == t] for t in transports}
+    for transport, turns in by_transport.items():
+        print(f"\n== {transport} ==")
+        print_table(turns, summarize(turns))
+    summary = summarize(by_transport[transports[0]])
+    report = {
+        "profile": profile,
+        "calls": calls,
+        "transports": list(transports),
+        "summary": summary,
+        "by_transport": {t: summarize(turns) for t, turns in by_transport.items()},
+        "turns": [asdict(r) for r in results],
+    }
     if out:
         out.write_text(json.dumps(report, indent=2))
     return report

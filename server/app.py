@@ -8,7 +8,7 @@ import os
 import socket
 import uuid
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import FastAPI
 
@@ -22,7 +22,7 @@ from server.limits import CallSlots
 from server.routes import health, page, profiles, twilio_webhook
 from server.security import Guard
 from server.settings import Settings
-from server.transports import browser, telnyx, twilio, vonage
+from server.transports import browser, telnyx, twilio, vonage, webrtc
 
 log = logging.getLogger(__name__)
 STALE_BEATS = 3  # a server that missed this many heartbeats has stopped
@@ -37,6 +37,7 @@ class AppState:
     metrics: Metrics
     guard: Guard
     calls: CallSlots
+    peers: set[asyncio.Task] = field(default_factory=set)  # WebRTC calls, from their answered offer to their end
 
 
 async def heartbeat(store: Store, every_s: float) -> None:
@@ -101,6 +102,9 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
         log.info("Talkline ready: %d profiles, LLM backend %s", len(profiles_by_id), loaded.llm.name)
         yield
         beating.cancel()
+        for peer in list(app.state.talkline.peers):
+            peer.cancel()
+        await asyncio.gather(*app.state.talkline.peers, return_exceptions=True)
         await store.run(store.leave)
         store.engine.dispose()
         if stages is None:
@@ -111,6 +115,7 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
     app.include_router(health.router)
     app.include_router(profiles.router)
     app.include_router(browser.router)
+    app.include_router(webrtc.router)
     for phone in (twilio_webhook, twilio, telnyx, vonage):
         app.include_router(phone.router)
     app.include_router(page.router)

@@ -153,11 +153,14 @@ def bench_latency(
     profile: Annotated[str, typer.Option()] = "skyways",
     calls: Annotated[int, typer.Option(help="simultaneous calls")] = 1,
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+    transport: Annotated[
+        list[str] | None, typer.Option(help="websocket or webrtc; given twice, both in one run, side by side (default websocket)")
+    ] = None,
 ) -> None:
     """Voice-to-voice latency at the client over real-time streamed WAV turns."""
     from bench import latency
 
-    latency.main(audio, url, profile, calls, out)
+    latency.main(audio, url, profile, calls, out, tuple(transport or ["websocket"]))
 
 
 @bench_app.command("capacity")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -52,6 +53,24 @@ def parse_number_profiles(text: str) -> dict[str, str]:
     return pairs
 
 
+def parse_ice_servers(text: str) -> list[dict]:
+    """TALKLINE_ICE_SERVERS: a JSON list of {urls, username, credential}, as a browser's RTCPeerConnection takes them."""
+    if not text.strip():
+        return []
+    try:
+        servers = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"TALKLINE_ICE_SERVERS is not JSON: {e}") from None
+    for server in servers if isinstance(servers, list) else [None]:
+        urls = server.get("urls") if isinstance(server, dict) else None
+        if not (isinstance(urls, str) or (isinstance(urls, list) and urls and all(isinstance(u, str) for u in urls))):
+            example = '[{"urls": "turn:HOST:3478", "username": "U", "credential": "P"}]'
+            raise ValueError(f"TALKLINE_ICE_SERVERS must be a JSON list like {example}")
+        if set(server) - {"urls", "username", "credential"}:
+            raise ValueError(f"TALKLINE_ICE_SERVERS: unknown keys {sorted(set(server) - {'urls', 'username', 'credential'})}")
+    return servers
+
+
 @dataclass
 class Settings:
     host: str = field(default_factory=lambda: _env("HOST", "127.0.0.1"))
@@ -91,6 +110,8 @@ class Settings:
     carrier_api_timeout: float = field(default_factory=lambda: float(_env("CARRIER_API_TIMEOUT", "5")))
     number_profiles: dict[str, str] = field(default_factory=lambda: parse_number_profiles(_env("NUMBER_PROFILES", "")))
     default_profile: str | None = field(default_factory=lambda: _env("DEFAULT_PROFILE", "") or None)
+    ice_servers: list[dict] = field(default_factory=lambda: parse_ice_servers(_env("ICE_SERVERS", "")))  # STUN/TURN for WebRTC
+    webrtc_connect_s: float = field(default_factory=lambda: float(_env("WEBRTC_CONNECT_S", "30")))  # an unconnected peer is dropped
 
     def check_phone_routing(self, profile_ids: Collection[str]) -> None:
         """Fill in the default phone profile (first id alphabetically); fail on a number or default that names no profile."""

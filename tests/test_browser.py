@@ -1,5 +1,5 @@
-"""The demo page at / in headless Chromium: a spoken call through a fake microphone, a typed one without a
-microphone, and the capture worklet's resampler."""
+"""The demo page at / in headless Chromium: spoken calls through a fake microphone over WebRTC (the default) and over the
+WebSocket, a barge-in over WebRTC, a typed call without a microphone, and the capture worklet's resampler."""
 
 from __future__ import annotations
 
@@ -62,6 +62,14 @@ def question_wav(speech, tmp_path_factory) -> Path:
     return write_wav(tmp_path_factory.mktemp("mic") / "question.wav", audio, 48000)
 
 
+@pytest.fixture(scope="module")
+def barge_in_wav(speech, tmp_path_factory) -> Path:
+    """The question, then 2.5 s on (the agent is answering) the caller speaks over the reply."""
+    second = speech("Sorry, one more thing, can I bring my dog on board?", 48000)
+    parts = [np.zeros(48000 * 5, np.float32), speech(QUESTION, 48000), np.zeros(120000, np.float32), second, np.zeros(96000, np.float32)]
+    return write_wav(tmp_path_factory.mktemp("mic") / "barge-in.wav", np.concatenate(parts), 48000)
+
+
 class DemoPage:
     """The demo page in one browser; records every request and page error."""
 
@@ -78,10 +86,12 @@ class DemoPage:
     async def until(self, expression: str, timeout_s: float = 60) -> None:
         await self.page.wait_for_function(expression, timeout=timeout_s * 1000)
 
-    async def start_call(self, brand: str) -> None:
+    async def start_call(self, brand: str, transport: str = "webrtc") -> None:
         await self.page.goto(self.server.url + "/")
         await self.page.get_by_role("radio", name=brand).click()
         assert await self.page.inner_text("#brand-name") == brand
+        assert await self.page.input_value("#transport") == "webrtc", "WebRTC is the page's default"
+        await self.page.select_option("#transport", transport)
         await self.page.click("#call-button")
 
     def assert_clean(self) -> None:
@@ -129,13 +139,14 @@ async def assert_latency_row(page: DemoPage, asr: bool) -> list[str]:
     return cells
 
 
-async def test_spoken_call_in_the_browser(browser, question_wav):
-    page = await browser(
-        "--use-fake-ui-for-media-stream",
-        "--use-fake-device-for-media-stream",
-        f"--use-file-for-fake-audio-capture={question_wav}%noloop",
-    )
-    await page.start_call("Skyways Air")
+def fake_microphone(wav: Path) -> list[str]:
+    return ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={wav}%noloop"]
+
+
+@pytest.mark.parametrize("transport", ["webrtc", "websocket"])
+async def test_spoken_call_in_the_browser(browser, question_wav, transport):
+    page = await browser(*fake_microphone(question_wav))
+    await page.start_call("Skyways Air", transport)
     await page.until("window.talkline.callId !== null", 30)
 
     heard = page.page.locator(".bubble.caller:not(.interim)", has_text="bag")
@@ -148,11 +159,23 @@ async def test_spoken_call_in_the_browser(browser, question_wav):
     await assert_latency_row(page, asr=True)
     assert "Microphone on" in await page.page.inner_text("#mic-note")
 
+    assert transport.replace("webrtc", "WebRTC").replace("websocket", "WebSocket") in await page.page.inner_text("#mic-note")
+
     ARTIFACTS.mkdir(exist_ok=True)
-    await page.page.screenshot(path=ARTIFACTS / "browser-call.png")
+    await page.page.screenshot(path=ARTIFACTS / f"browser-call-{transport}.png")
     await page.page.click("#call-button")
     await page.until("window.talkline.state === 'idle'", 10)
     assert await page.page.inner_text("#notice-text") == "Call ended."
+    page.assert_clean()
+
+
+async def test_barge_in_over_webrtc(browser, barge_in_wav):
+    """The caller speaks over the reply: the agent stops, its bubble shows what was heard, the new question is answered."""
+    page = await browser(*fake_microphone(barge_in_wav))
+    await page.start_call("Skyways Air")
+    await page.page.locator(".bubble.agent.interrupted").wait_for(timeout=90_000)
+    await page.page.locator(".bubble.caller:not(.interim)", has_text="dog").wait_for(timeout=60_000)
+    await page.page.locator(".bubble.caller:not(.interim) + .bubble.agent:not(.streaming)").last.wait_for(timeout=60_000)
     page.assert_clean()
 
 

@@ -190,6 +190,7 @@ def eval_command(
     max_new_tokens: Annotated[int, typer.Option()] = 60,
     rescore: Annotated[Path | None, typer.Option(help="re-check the replies of this saved report instead (no model)")] = None,
     retrieval: Annotated[bool, typer.Option(help="repeat the facts ranked for each turn before the question, as calls do")] = True,
+    weights: Annotated[str, typer.Option(help="the model's linear weights: bf16, or int8 (weight-only)")] = "bf16",
 ) -> None:
     """Answer held-out scenarios greedily with the embedded engine (1 thread) and report check pass rates."""
     from training.eval import main, main_rescore
@@ -197,7 +198,7 @@ def eval_command(
     if rescore:
         main_rescore(scenarios, rescore, out)
     else:
-        main(scenarios, model, out, limit, max_new_tokens, retrieval)
+        main(scenarios, model, out, limit, max_new_tokens, retrieval, weights)
 
 
 def export_command(

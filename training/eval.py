@@ -111,7 +111,15 @@ def main_rescore(scenarios: Path, report_path: Path, out: Path | None) -> dict:
     return write_report(rescored, out)
 
 
-def main(scenarios: Path, model: str, out: Path | None, limit: int | None = None, max_new_tokens: int = 60, retrieval: bool = True) -> dict:
+def main(
+    scenarios: Path,
+    model: str,
+    out: Path | None,
+    limit: int | None = None,
+    max_new_tokens: int = 60,
+    retrieval: bool = True,
+    weights: str = "bf16",
+) -> dict:
     """Load the model (base, tuned, a folder, an adapter or a GGUF), run every scenario, print and save the report."""
     from models.assets import llm_dir
     from models.embedder import Embedder
@@ -119,7 +127,7 @@ def main(scenarios: Path, model: str, out: Path | None, limit: int | None = None
     torch.set_num_threads(1)
     path = llm_dir(model)
     t0 = time.perf_counter()
-    engine = Engine.load(path)
+    engine = Engine.load(path, weights=weights)
     load_s = time.perf_counter() - t0
     retriever = Retriever(Embedder()) if retrieval else None
     rows = load_scenarios(scenarios, limit)
@@ -128,6 +136,7 @@ def main(scenarios: Path, model: str, out: Path | None, limit: int | None = None
     report = {
         "model": model,
         "model_path": str(path),
+        "weights": weights,
         "scenarios_file": str(scenarios),
         "retrieval": retrieval,
         "load_s": round(load_s, 1),

@@ -1,5 +1,6 @@
 // The demo page: profiles, the call button, the conversation, latency rows, the level meter and notices.
 import { Call, MicError } from "./call.js";
+import { RtcCall } from "./rtc_call.js";
 
 const $ = (id) => document.getElementById(id);
 const STATE_LABELS = { idle: "Not in a call", connecting: "Connecting…", listening: "Listening", thinking: "Thinking…", speaking: "Speaking" };
@@ -24,6 +25,9 @@ const CLOSE_CODES = {
   4503: "the server is busy; try again later",
 };
 const MIC_FEATURES = { echoCancellation: "echo cancellation", noiseSuppression: "noise suppression", autoGainControl: "auto gain" };
+
+const TRANSPORTS = { webrtc: RtcCall, websocket: Call };
+const TRANSPORT_KEY = "talkline.transport";
 
 // Read by tests and by anyone measuring from the console.
 window.talkline = { playedSamples: 0, state: "idle", callId: null };
@@ -196,7 +200,20 @@ function addLatencyRow(m) {
 function micNote(settings) {
   const features = Object.entries(MIC_FEATURES).map(([key, label]) => (settings[key] ? label : `no ${label}`));
   const rate = settings.sampleRate ? ` at ${settings.sampleRate / 1000} kHz` : "";
-  return `Microphone on${rate}, sent at 16 kHz · ${features.join(", ")}`;
+  const sent = $("transport").value === "webrtc" ? "sent as Opus over WebRTC" : "sent at 16 kHz over a WebSocket";
+  return `Microphone on${rate}, ${sent} · ${features.join(", ")}`;
+}
+
+// WebRTC where the browser has it, else (or when chosen) the WebSocket; the choice is kept in this browser.
+function setupTransport() {
+  const select = $("transport");
+  if (!("RTCPeerConnection" in window)) {
+    select.querySelector('option[value="webrtc"]').disabled = true;
+    select.value = "websocket";
+  } else {
+    select.value = localStorage.getItem(TRANSPORT_KEY) || "webrtc";
+  }
+  select.onchange = () => localStorage.setItem(TRANSPORT_KEY, select.value);
 }
 
 function onEvent(msg) {
@@ -240,6 +257,7 @@ function setControls(inCall) {
   $("text-input").disabled = $("send").disabled = !inCall;
   $("text-input").placeholder = inCall ? "Type a message" : "Start a call, then speak — or type here";
   for (const chip of $("profiles").children) chip.disabled = Boolean(call);
+  $("transport").disabled = Boolean(call);
 }
 
 function micMessage(err) {
@@ -258,7 +276,7 @@ function showLevel(rms) {
 
 function onClosed({ code, reason, opened }) {
   if (!opened && !call.ended) {
-    notify(`Cannot reach the call server at ${location.host} (WebSocket closed with code ${code}).`);
+    notify(`Cannot reach the call server at ${location.host} (the ${$("transport").value} connection closed with code ${code}).`);
   } else if (!endReason && code !== 1000) {
     const why = CLOSE_CODES[code] || reason || "no reason given";
     notify(`The call was closed: ${why} (code ${code})${lastError ? ` after ${lastError}` : ""}.`);
@@ -282,7 +300,7 @@ async function startCall() {
   $("latency-empty").hidden = false;
   window.talkline.playedSamples = 0;
   endReason = lastError = null;
-  call = new Call(chosen.id, localStorage.getItem(TOKEN_KEY), {
+  call = new TRANSPORTS[$("transport").value](chosen.id, localStorage.getItem(TOKEN_KEY), {
     event: onEvent,
     level: showLevel,
     playback: ({ played, buffered: queued }) => {
@@ -322,4 +340,5 @@ $("composer").onsubmit = (event) => {
 };
 
 setupToken();
+setupTransport();
 loadProfiles();
