@@ -37,7 +37,7 @@ class AppState:
     metrics: Metrics
     guard: Guard
     calls: CallSlots
-    peers: set[asyncio.Task] = field(default_factory=set)  # WebRTC calls, from their answered offer to their end
+    peers: set = field(default_factory=set)  # WebRTC calls (webrtc.PeerCall), from their answered offer to their end
 
 
 async def heartbeat(store: Store, every_s: float) -> None:
@@ -102,9 +102,10 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
         log.info("Talkline ready: %d profiles, LLM backend %s", len(profiles_by_id), loaded.llm.name)
         yield
         beating.cancel()
-        for peer in list(app.state.talkline.peers):
-            peer.cancel()
-        await asyncio.gather(*app.state.talkline.peers, return_exceptions=True)
+        running = [peer.task for peer in app.state.talkline.peers]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         await store.run(store.leave)
         store.engine.dispose()
         if stages is None:

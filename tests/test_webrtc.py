@@ -9,7 +9,7 @@ import numpy as np
 from servers import idle
 
 from bench.rtcclient import RtcClient
-from pipeline.audio import float_to_pcm16
+from server.transports.webrtc_media import JITTER_ATTRIBUTE
 
 QUESTION = "How much does it cost to check a bag?"
 
@@ -49,5 +49,9 @@ async def test_typed_turn_and_keypad_over_the_data_channel(server):
     await idle(server)
 
 
-def pcm_silence(seconds: float) -> bytes:
-    return float_to_pcm16(np.zeros(int(16000 * seconds), np.float32))
+async def test_caller_audio_is_handed_on_without_a_playout_buffer(server):
+    async with RtcClient(server.url, "skyways") as client:
+        await client.wait_for(lambda got: got.of("ready"), timeout=60)
+        (peer,) = server.state.peers
+        receivers = [t.receiver for t in peer.pc.getTransceivers()]
+    assert [getattr(r, JITTER_ATTRIBUTE)._prefetch for r in receivers] == [1], "aiortc changed: see hand_on_at_once"

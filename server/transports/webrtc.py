@@ -24,7 +24,7 @@ from pipeline.profile import PROFILE_ID_PATTERN, Profile
 from server.limits import FrameRate, Verdict
 from server.security import guard_client
 from server.transports.browser import BrowserWire
-from server.transports.webrtc_media import RATE, PacedTrack, frame_samples
+from server.transports.webrtc_media import RATE, PacedTrack, frame_samples, hand_on_at_once
 from server.transports.wire import Digit, Stopped, Text, WireError
 
 log = logging.getLogger(__name__)
@@ -128,6 +128,7 @@ class PeerCall:
         self.messages = FrameRate(settings.max_frames_per_s)
         self.inbound: MediaStreamTrack | None = None
         self.call: Call | None = None
+        self.task: asyncio.Task | None = None  # run(), once the offer is answered
         self.connected, self.gone = asyncio.Event(), asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._warned: set[str] = set()
@@ -143,6 +144,8 @@ class PeerCall:
             if not any(t.kind == "audio" for t in self.pc.getTransceivers()):
                 why = "the offer has no audio section (m=audio): add a microphone track or an audio transceiver"
                 raise OfferError(400, "no_audio", why)
+            for transceiver in self.pc.getTransceivers():
+                hand_on_at_once(transceiver.receiver)
             self.pc.addTrack(self.io.track)
             await self.pc.setLocalDescription(await self.pc.createAnswer())
         except OfferError:
@@ -360,7 +363,7 @@ async def offer(request: Request) -> JSONResponse:
         with contextlib.suppress(Exception):
             await peer.pc.close()
         return refused(error)
-    task = asyncio.create_task(peer.run())
-    state.peers.add(task)
-    task.add_done_callback(state.peers.discard)
+    peer.task = asyncio.create_task(peer.run())
+    state.peers.add(peer)
+    peer.task.add_done_callback(lambda _: state.peers.discard(peer))
     return JSONResponse({"type": "answer", "sdp": sdp})

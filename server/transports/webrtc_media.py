@@ -8,12 +8,21 @@ import time
 from fractions import Fraction
 
 import numpy as np
-from aiortc import MediaStreamTrack
+from aiortc import MediaStreamTrack, RTCRtpReceiver
+from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
 RATE = 48000  # Opus's clock: aiortc decodes to it and the agent track is sent at it
 FRAME_MS = 20
+JITTER_ATTRIBUTE = "_RTCRtpReceiver__jitter_buffer"  # aiortc 1.16's receiver; checked by tests/test_webrtc.py
+
+
+def hand_on_at_once(receiver: RTCRtpReceiver) -> None:
+    """Caller audio goes to VAD, not to a speaker: hand each frame on as soon as it is whole. aiortc's audio receiver
+    holds four frames (80 ms) for smooth playout, which here would only delay the end of every turn."""
+    if hasattr(receiver, JITTER_ATTRIBUTE):
+        setattr(receiver, JITTER_ATTRIBUTE, JitterBuffer(capacity=16, prefetch=1))
 
 
 class PacedTrack(MediaStreamTrack):
