@@ -51,7 +51,7 @@ async def test_typed_turn_and_keypad_over_the_data_channel(server):
 
 async def test_caller_audio_is_handed_on_without_a_playout_buffer(server):
     async with RtcClient(server.url, "skyways") as client:
-        await client.wait_for(lambda got: got.of("ready"), timeout=60)
-        (peer,) = server.state.peers
+        ready = await client.wait_for(lambda got: got.of("ready"), timeout=60)
+        (peer,) = [p for p in server.state.peers if p.call is not None and p.call.id == ready[0]["call_id"]]
         receivers = [t.receiver for t in peer.pc.getTransceivers()]
     assert [getattr(r, JITTER_ATTRIBUTE)._prefetch for r in receivers] == [1], "aiortc changed: see hand_on_at_once"
