@@ -103,6 +103,3 @@ class RtcClient(RealtimeCaller):
 
     async def send_raw(self, message: str | bytes) -> None:
         self.channel.send(message)
-
-    def agent_finals(self) -> list[str]:
-        return [e["text"] for e in self.got.of("agent_text") if e["final"]]

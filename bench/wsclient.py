@@ -47,6 +47,10 @@ class RealtimeCaller:
                 await asyncio.sleep(delay)
         return sent
 
+    def agent_finals(self) -> list[str]:
+        """The agent's replies as heard, one per finished turn."""
+        return [e["text"] for e in self.got.of("agent_text") if e["final"]]
+
     async def silence(self, seconds: float) -> None:
         await self.stream(np.zeros(int(self.rate * seconds), np.float32))
 
@@ -104,6 +108,3 @@ class CallClient(RealtimeCaller):
 
     def media(self, samples: np.ndarray) -> list[bytes]:
         return [float_to_pcm16(samples)]
-
-    def agent_finals(self) -> list[str]:
-        return [e["text"] for e in self.got.of("agent_text") if e["final"]]
