@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -12,11 +13,14 @@ from typing import TYPE_CHECKING
 from starlette.websockets import WebSocket
 
 from pipeline.io import Closing
+from pipeline.metrics import Metrics
 from server.security import RATE_LIMITED
 from server.settings import Settings
 
 if TYPE_CHECKING:
     from pipeline.call import Call
+
+log = logging.getLogger(__name__)
 
 CLOSE_BUSY = 4503  # browser: the server is at TALKLINE_MAX_CALLS
 CLOSE_BUSY_CARRIER = 1013  # carriers: "try again later", the standard code
@@ -24,6 +28,20 @@ ABUSE_S = 5.0  # a socket over its frame rate for longer than this is closed
 
 # How a transport tells the far end about a limit: deny(code, message, close code or None).
 Deny = Callable[[str, str, int | None], Awaitable[None]]
+
+
+class ErrorLog:
+    """One call's refusals and bad input: counted in talkline_errors_total, logged as a warning the first time per code."""
+
+    def __init__(self, metrics: Metrics, transport: str) -> None:
+        self.metrics, self.transport = metrics, transport
+        self.warned: set[str] = set()
+
+    def record(self, call_id: str | None, code: str, message: str) -> None:
+        self.metrics.errors.labels(code=code).inc()
+        level = logging.DEBUG if code in self.warned else logging.WARNING
+        self.warned.add(code)
+        log.log(level, "%s call %s: %s: %s", self.transport, call_id or "(not started)", code, message)
 
 
 class CallSlots:

@@ -17,7 +17,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from pipeline.call import Call
 from pipeline.io import AudioIn, DtmfIn, HangUp, TextIn
 from pipeline.playout import Segment
-from server.limits import SocketLimits
+from server.limits import ErrorLog, SocketLimits
 from server.transports.carrier_control import CallControl, ControlFactory
 from server.transports.wire import Audio, Digit, Event, Played, Started, Stopped, Text, Wire, WireError
 
@@ -103,7 +103,7 @@ class SocketCall:
         self.limits = SocketLimits(ws, self.state.settings, self.deny)
         self.quota_key: str | None = None
         self._quota_taken = False
-        self._warned: set[str] = set()
+        self.errors = ErrorLog(self.state.metrics, wire.transport)
 
     async def serve(self) -> None:
         """Accept the socket and run it to the end; never raises."""
@@ -239,10 +239,7 @@ class SocketCall:
     async def deny(self, code: str, message: str, close: int | None) -> None:
         """Count, log (a warning the first time per kind), send an `error` event where the wire has events, and close
         with `close` if given."""
-        self.state.metrics.errors.labels(code=code).inc()
-        level = logging.DEBUG if code in self._warned else logging.WARNING
-        self._warned.add(code)
-        log.log(level, "%s call %s: %s: %s", self.wire.transport, self.call.id if self.call else "(not started)", code, message)
+        self.errors.record(self.call.id if self.call else None, code, message)
         await self.io.send_event({"type": "error", "code": code, "message": message})
         if close:
             await self.io.close(close, code)

@@ -21,7 +21,7 @@ from pipeline.call import Call
 from pipeline.io import AudioIn, DtmfIn, HangUp, TextIn
 from pipeline.playout import Segment
 from pipeline.profile import PROFILE_ID_PATTERN, Profile
-from server.limits import FrameRate, Verdict
+from server.limits import ErrorLog, FrameRate, Verdict
 from server.security import guard_client
 from server.transports.browser import BrowserWire
 from server.transports.webrtc_media import RATE, PacedTrack, frame_samples, hand_on_at_once
@@ -131,7 +131,7 @@ class PeerCall:
         self.task: asyncio.Task | None = None  # run(), once the offer is answered
         self.connected, self.gone = asyncio.Event(), asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
-        self._warned: set[str] = set()
+        self.errors = ErrorLog(state.metrics, TRANSPORT)
         self.pc.on("track", self._on_track)
         self.pc.on("datachannel", self._on_channel)
         self.pc.on("connectionstatechange", self._on_state)
@@ -279,10 +279,7 @@ class PeerCall:
 
     async def deny(self, code: str, message: str) -> None:
         """Count, log (a warning the first time per kind) and send an `error` event; the call goes on."""
-        self.state.metrics.errors.labels(code=code).inc()
-        level = logging.DEBUG if code in self._warned else logging.WARNING
-        self._warned.add(code)
-        log.log(level, "webrtc call %s: %s: %s", self.call.id if self.call else "(not started)", code, message)
+        self.errors.record(self.call.id if self.call else None, code, message)
         await self.io.send_event({"type": "error", "code": code, "message": message})
 
 
