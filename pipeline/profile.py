@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from models.assets import PIPER_VOICES
 from pipeline.tools import Tool, ToolCallError, TransferTool, parameters_of, validate_arguments
+from pipeline.turns import EndpointRule
 
 DEFAULT_PROFILES = Path(__file__).resolve().parent.parent / "profiles"  # the example profiles in the repository
 PROFILE_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -49,15 +50,26 @@ class LLMSettings(_Strict):
 
 
 class TurnSettings(_Strict):
-    endpoint_silence_ms: int = Field(500, ge=100, le=5000, description="silence that ends a turn that trails off")
-    endpoint_complete_ms: int = Field(250, ge=100, le=5000, description="silence that ends a complete sentence")
+    detector: Literal["combined", "turn_lm", "smart_turn", "text", "vad"] = Field(
+        "combined", description="what judges a pause: see docs/turn-taking.md (combined: words, their LM score and Smart Turn)"
+    )
+    endpoint_silence_ms: int = Field(500, ge=100, le=5000, description="text: silence that ends a turn that trails off; vad: every turn")
+    endpoint_complete_ms: int = Field(250, ge=100, le=5000, description="silence that ends a turn judged finished")
+    endpoint_incomplete_ms: int = Field(1200, ge=100, le=5000, description="silence that ends a turn a model judges unfinished")
     barge_in_min_ms: int = Field(300, ge=50, le=5000)
     vad_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     interim_interval_ms: int = Field(700, ge=200, le=10000)
     first_clause_words: int = Field(1, ge=1, le=20, description="words before a comma may end a reply's first clause")
+
     clause_lookahead_ms: int = Field(
         600, ge=0, le=5000, description="queued agent audio below which a clause is cut at a word boundary; 0 = never"
     )
+    barge_in_reads_words: bool = Field(
+        True, description="a caller sound over the agent is read first: a backchannel goes unheeded, one with no words only pauses it"
+    )
+
+    def endpoint_rule(self) -> EndpointRule:
+        return EndpointRule(self.detector, self.endpoint_complete_ms, self.endpoint_silence_ms, self.endpoint_incomplete_ms)
 
 
 class Escalation(_Strict):

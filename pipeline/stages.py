@@ -13,7 +13,9 @@ from pipeline.asr import WhisperASR
 from pipeline.audio import resample
 from pipeline.llm import LLMBackend
 from pipeline.retrieval import Retriever
+from pipeline.smart_turn import SmartTurn
 from pipeline.tts import PiperTTS
+from pipeline.turn_lm import TurnLM
 from pipeline.vad import SileroVAD
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,8 @@ class Stages:
     tts: PiperTTS
     llm: LLMBackend
     retriever: Retriever
+    smart_turn: SmartTurn | None = None  # end-of-turn cues (pipeline/endpointing.py); without them a pause
+    turn_lm: TurnLM | None = None  # judged "not done" waits the longer silence
 
     async def warmup(self) -> None:
         """Run each model once so the first call is as fast as the tenth."""
@@ -44,6 +48,10 @@ class Stages:
         await self.llm.warmup()
         if self.retriever.encoder is not None:
             await asyncio.to_thread(self.retriever.encoder.embed, ["Hello, this is a warm up."])
+        if self.smart_turn is not None:
+            await asyncio.to_thread(self.smart_turn.probability, np.zeros(16000, np.float32))
+        if self.turn_lm is not None:
+            await asyncio.to_thread(self.turn_lm.log10_done, "Hello, this is a warm up.")
         log.info("models warmed up in %.1f s", time.perf_counter() - t0)
 
     async def aclose(self) -> None:
@@ -54,8 +62,17 @@ class Stages:
 
 
 def load_stages(llm: LLMBackend, threads: ThreadBudget = ThreadBudget(), asr_window_s: float = 10.0) -> Stages:
-    """Load VAD, ASR, TTS and the fact retriever's sentence embeddings beside an already built LLM backend."""
+    """Load VAD, ASR, TTS, the fact retriever's sentence embeddings and the end-of-turn models beside an already
+    built LLM backend."""
     from models.embedder import Embedder
 
     asr = WhisperASR(threads=threads.asr, window_s=asr_window_s)
-    return Stages(vad=SileroVAD(), asr=asr, tts=PiperTTS(threads=threads.tts), llm=llm, retriever=Retriever(Embedder()))
+    return Stages(
+        vad=SileroVAD(),
+        asr=asr,
+        tts=PiperTTS(threads=threads.tts),
+        llm=llm,
+        retriever=Retriever(Embedder()),
+        smart_turn=SmartTurn(),
+        turn_lm=TurnLM(),
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 
 # A turn that ends on one of these words is trailing off ("my booking code is ...") or holding the floor
 # ("Wait.", "Hmm, actually."), not finished, whatever punctuation the recognizer put after it.
@@ -32,3 +33,96 @@ def looks_complete(text: str) -> bool:
 def endpoint_ms(text: str, complete_ms: int, default_ms: int) -> int:
     """The silence that ends this turn: short once the words form a complete sentence, else the default."""
     return min(complete_ms, default_ms) if looks_complete(text) else default_ms
+
+
+DETECTORS = ("vad", "text", "smart_turn", "turn_lm", "combined")
+
+
+@dataclass(frozen=True)
+class Cues:
+    """What is known about a pause a moment after it starts: the words so far, Smart Turn's probability that the
+    caller is done (audio), and the turn LM's log10 probability that the caller's message ends here (words)."""
+
+    text: str | None = None
+    p_audio: float | None = None
+    lm_log10: float | None = None
+
+
+@dataclass(frozen=True)
+class EndpointRule:
+    """How long a pause must last to end the caller's turn. `vad`: always `silence_ms`; `text`: `complete_ms` for
+    words that read as finished, else `silence_ms`; `smart_turn`, `turn_lm`: `complete_ms` when the model's cue
+    passes its threshold, else `incomplete_ms`; `combined`: `complete_ms` when the turn LM's log10 probability,
+    plus Smart Turn's probability, plus `text_weight` for finished-looking words, reaches `score_threshold`.
+    Until the cues a rule reads have arrived, it waits as long as it would for an unfinished turn."""
+
+    detector: str = "combined"
+    complete_ms: int = 250
+    silence_ms: int = 700
+    incomplete_ms: int = 1200
+    audio_threshold: float = 0.5
+    lm_threshold: float = -6.0
+    score_threshold: float = -5.5
+    text_weight: float = 3.0
+
+    @property
+    def reads_text(self) -> bool:
+        return self.detector in ("text", "turn_lm", "combined")
+
+    @property
+    def reads_audio(self) -> bool:
+        return self.detector in ("smart_turn", "combined")
+
+    @property
+    def reads_lm(self) -> bool:
+        return self.detector in ("turn_lm", "combined")
+
+    def wait_ms(self, cues: Cues) -> int:
+        if self.detector == "vad":
+            return self.silence_ms
+        if self.detector == "text":
+            return self.silence_ms if cues.text is None else endpoint_ms(cues.text, self.complete_ms, self.silence_ms)
+        if self.detector == "smart_turn":
+            done = cues.p_audio is not None and cues.p_audio >= self.audio_threshold
+        elif self.detector == "turn_lm":
+            done = cues.lm_log10 is not None and cues.lm_log10 >= self.lm_threshold
+        else:
+            if cues.text is None or cues.lm_log10 is None or cues.p_audio is None:
+                return self.incomplete_ms
+            score = cues.lm_log10 + cues.p_audio + self.text_weight * looks_complete(cues.text)
+            done = score >= self.score_threshold
+        return self.complete_ms if done else self.incomplete_ms
+
+    def describe(self) -> str:
+        waits = f"{self.complete_ms} ms, else {self.incomplete_ms} ms"
+        return {
+            "vad": f"every pause {self.silence_ms} ms",
+            "text": f"finished-looking words {self.complete_ms} ms, else {self.silence_ms} ms",
+            "smart_turn": f"Smart Turn p >= {self.audio_threshold}: {waits}",
+            "turn_lm": f"turn LM log10 p >= {self.lm_threshold}: {waits}",
+            "combined": f"LM log10 p + Smart Turn p + {self.text_weight:g} x finished words >= {self.score_threshold}: {waits}",
+        }[self.detector]
+
+    def sweep(self) -> list[float]:
+        """The values `with_knob` takes to trace this rule's curve, from hasty to patient."""
+        return {
+            "vad": [200, 300, 400, 500, 600, 700, 800, 1000, 1200, 1400, 1700, 2000],
+            "text": [0.8, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0],
+            "smart_turn": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+            "turn_lm": [-9.0, -8.0, -7.0, -6.5, -6.0, -5.5, -5.0, -4.5, -4.0],
+            "combined": [-8.0, -7.0, -6.5, -6.0, -5.5, -5.0, -4.5, -4.0, -3.0],
+        }[self.detector]
+
+    def with_knob(self, knob: float) -> EndpointRule:
+        """This rule with its threshold at `knob`: the VAD's silence, the text rule's waits scaled, a model's threshold."""
+        if self.detector == "vad":
+            return replace(self, silence_ms=int(knob))
+        if self.detector == "text":
+            return replace(self, complete_ms=int(self.complete_ms * knob), silence_ms=int(self.silence_ms * knob))
+        field = {"smart_turn": "audio_threshold", "turn_lm": "lm_threshold", "combined": "score_threshold"}[self.detector]
+        return replace(self, **{field: knob})
+
+    @classmethod
+    def named(cls) -> dict[str, EndpointRule]:
+        """The rules the endpointing benchmark compares: each detector with its default settings."""
+        return {d: cls(detector=d) for d in DETECTORS}

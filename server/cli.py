@@ -178,6 +178,18 @@ def bench_capacity(
     capacity.main(url, profile, max_calls, seconds, out, audio)
 
 
+@bench_app.command("endpointing")
+def bench_endpointing(
+    out: Annotated[Path, typer.Option(help="folder for report.json, events.csv, pauses.csv and curve.png")] = Path("runs/endpointing"),
+    seed: Annotated[int, typer.Option(help="the pause lengths and the line noise")] = 2026,
+    wav: Annotated[list[Path] | None, typer.Option("--wav", help="a recording of one speaker's turn to add (real speech)")] = None,
+) -> None:
+    """End-of-turn policies on a labelled set of caller turns with pauses: false cut-offs, wait after a finished turn."""
+    from bench import endpointing
+
+    endpointing.main(out, seed, wav or [])
+
+
 @bench_app.command("spec")
 def bench_spec(
     prompts: Annotated[Path, typer.Option(help="JSONL: {profile, messages} per line")] = Path("bench/prompts.jsonl"),
@@ -227,7 +239,7 @@ def bench_retrieval(
     retrieval.main(scenarios, out, top_layers)
 
 
-MULTI_VALUE_OPTIONS = ("--audio", "--scenarios")
+MULTI_VALUE_OPTIONS = ("--audio", "--scenarios", "--wav")
 
 
 def expand_multi_value(argv: list[str]) -> list[str]:

@@ -115,7 +115,7 @@ async def broken_call(server, stages, llm_url: str, speech) -> tuple[RecordingIO
     call = Call(state.profiles["skyways"], broken, io, state.store, state.metrics, 16000, "test")
     runner = asyncio.create_task(call.run())
     await io.wait(lambda io: io.finals())
-    question = np.concatenate([speech("How much does it cost to check a bag?"), np.zeros(16000, np.float32)])
+    question = np.concatenate([speech("How much does it cost to check a bag?"), np.zeros(32000, np.float32)])  # past the longest endpoint
     for i in range(0, len(question), 320):  # 20 ms frames at real time
         call.push(AudioIn(question[i : i + 320], time.monotonic()))
         await asyncio.sleep(0.02)

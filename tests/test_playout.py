@@ -281,3 +281,47 @@ async def test_a_held_first_clause_plays_when_the_next_arrives_when_released_or_
         started = sink.frames[0][0] - t0
         assert (0.2 <= started < 0.35) if then != "timeout" else (0.55 <= started < 0.8), started
         assert playout.hold_until == 0.0
+
+
+@pytest.mark.asyncio
+async def test_a_pause_holds_the_reply_and_resume_plays_the_cut_clause_again():
+    sink = Sink()
+    marked: list[Segment] = []
+
+    async def on_sent(segment: Segment) -> None:
+        marked.append(segment)
+
+    playout = Playout(sink, RATE, lead_ms=LEAD_MS, on_segment_sent=on_sent)
+    first, second = tone(0.6), tone(0.4, freq=330.0)
+    async with running(playout):
+        playout.enqueue(0, "one two three", first)
+        playout.enqueue(0, "four five", second)
+        await asyncio.sleep(0.3)
+        playout.pause()
+        n_frames = len(sink.frames)
+        await asyncio.sleep(0.4)
+        assert len(sink.frames) == n_frames, "frames were sent while paused"
+        assert playout.speaking and abs(playout.queued_s() - 0.7) <= 0.15  # the rest of the reply waits, nothing is lost
+        assert playout.heard_text(0) in ("", "one")  # what had played before the pause
+        playout.resume()
+        await asyncio.wait_for(playout.drain(), 3)
+    replayed = sink.data[n_frames * 2 * RATE * 20 // 1000 :]
+    assert replayed == float_to_pcm16(first) + float_to_pcm16(second)  # the cut clause from its start, then the next
+    assert playout.heard_text(0) == "one two three four five"
+    assert [s.text for s in marked] == ["one two three", "four five"]
+
+
+@pytest.mark.asyncio
+async def test_a_flush_while_paused_keeps_only_what_played_before_the_pause():
+    sink = Sink()
+    playout = Playout(sink, RATE, lead_ms=LEAD_MS)
+    async with running(playout):
+        playout.enqueue(0, TEXT, tone(1.0))
+        await asyncio.sleep(0.5)
+        playout.pause()
+        heard = playout.heard_text(0)
+        playout.flush()
+        await asyncio.sleep(0.3)
+        assert not playout.speaking
+        await asyncio.wait_for(playout.drain(), 0.5)
+    assert playout.heard_text(0) == heard and TEXT.startswith(heard) and 2 <= len(heard.split()) <= 5, heard

@@ -1,0 +1,61 @@
+"""The caller's audio in, for one call: resampled to 16 kHz, kept for Whisper, cut into speech by the VAD, each pause
+judged by the endpointer. The call loop decides what the events mean (a draft, a turn, a barge-in)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from pipeline.asr import RATE as ASR_RATE
+from pipeline.asr import TurnTranscriber
+from pipeline.audio import StreamResampler
+from pipeline.endpointing import Endpointer
+from pipeline.profile import TurnSettings
+from pipeline.stages import Stages
+from pipeline.vad import SpeechDetector, SpeechEvent
+
+
+class CallerAudio:
+    def __init__(self, stages: Stages, settings: TurnSettings, input_rate: int, on_interim: Callable[[str], Awaitable[None]]) -> None:
+        self.detector = SpeechDetector(stages.vad, settings.vad_threshold, settings.endpoint_silence_ms)
+        self.endpointer = Endpointer(settings.endpoint_rule(), self.detector, stages.smart_turn, stages.turn_lm)
+        self.transcriber = TurnTranscriber(stages.asr, on_interim, settings.interim_interval_ms)
+        self.resampler = StreamResampler(input_rate, ASR_RATE)
+
+    def feed(self, samples: np.ndarray, arrived: float) -> list[SpeechEvent]:
+        """One frame of caller audio; the speech events it completes."""
+        samples = self.resampler(samples)
+        self.transcriber.add(samples)
+        events = self.detector.feed(samples, arrived)
+        for event in events:
+            if event.kind == "start":
+                self.transcriber.begin()
+            elif event.kind == "pause":
+                self.endpointer.pause(self.transcriber.audio())
+            else:
+                self.endpointer.cancel()
+        return events
+
+    @property
+    def speaking(self) -> bool:
+        return self.detector.speaking
+
+    @property
+    def speech_ms(self) -> float:
+        return self.detector.speech_ms
+
+    def audio(self) -> np.ndarray:
+        """The utterance so far."""
+        return self.transcriber.audio()
+
+    def take(self) -> np.ndarray:
+        """The utterance ended: its audio, for the final transcript."""
+        return self.transcriber.take()
+
+    def maybe_interim(self) -> None:
+        self.transcriber.maybe_interim(speaking=not self.detector.paused)
+
+    def close(self) -> None:
+        self.transcriber.cancel()
+        self.endpointer.cancel()
