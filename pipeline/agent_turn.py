@@ -85,6 +85,8 @@ class Turn:
     interrupted: bool = False
     typed: bool = False
     facts: tuple[str, ...] = ()  # what retrieval ranked for caller_text; history keeps it with the caller's words
+    continues: Turn | None = None  # the turn this one's words go on from (the caller was cut off): it replaces it
+    history_at: int | None = None  # where its caller message went in the history
     parts: list[Part] = field(default_factory=list)
     control: ToolCall | None = None  # transfer_to_human or end_call, carried out once the turn closed
     tool_calls: list[dict] = field(default_factory=list)  # what the store records

@@ -61,6 +61,7 @@ class Call:
         self.caller = CallerAudio(stages, profile.turn, input_rate, interim)
         self.overlap: Overlap | None = None  # the caller's sound while the agent speaks
         self.settling: asyncio.Task | None = None  # what that sound was, once it ended
+        self.last_spoken: Turn | None = None  # the caller's last spoken turn
         self.playout = Playout(io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback)
         self.reply: asyncio.Task | None = None
         self.draft: Draft | None = None
@@ -151,11 +152,11 @@ class Call:
     async def _over_the_agent(self) -> None:
         """The caller's sound has lasted long enough to stop the agent: stop it now, or first read its words."""
         if not self.profile.turn.barge_in_reads_words:
-            await self._barge_in()
+            await self._cut_in()
             return
         if self.overlap is None:
             pause, check_ms = self._pause_agent, self.profile.turn.barge_in_min_ms
-            self.overlap = Overlap(self.stages.asr.atranscribe, self._barge_in, pause, self.playout.resume, check_ms)
+            self.overlap = Overlap(self.stages.asr.atranscribe, self._cut_in, pause, self.playout.resume, check_ms)
         self.overlap.hear(self.caller.speech_ms, self.caller.audio)
 
     def _start_draft(self, pause: SpeechEvent) -> None:
@@ -178,8 +179,10 @@ class Call:
             self.draft.gate.set()
             self.reply, self.draft = self.draft.task, None
             self.metrics.preemptive.labels(outcome="used").inc()
+            self.caller.last = (audio, end.time)
         elif not self.replying:
             self._start_reply(self._spoken_turn(audio, end))
+            self.caller.last = (audio, end.time)
         elif overlap is not None:
             self.settling = asyncio.create_task(self._settle(overlap, audio, end))
         # else: speech too short to interrupt the agent: ignored
@@ -203,7 +206,7 @@ class Call:
                 log.exception("call %s: ASR failed", self.id)
                 text = ("", ms_since(t0))
         text, asr_ms = text
-        turn = Turn(text, end.time, gate=gate, asr_ms=asr_ms)
+        turn = Turn(text, end.time, gate=gate, asr_ms=asr_ms, continues=self.last_spoken if self.caller.continuing else None)
         turn.timeline.update(vad_end=(end.time, t0), asr=(t0, time.monotonic()))
         if gate is not None:
             self.caller.endpointer.heard(text)
@@ -336,7 +339,12 @@ class Call:
             if turn.caller_text is not None:
                 if not turn.typed:
                     await self.io.send_event({"type": "transcript", "text": turn.caller_text, "final": True})
+                if turn.continues is not None and turn.continues.history_at is not None:
+                    del self.history[turn.continues.history_at :]  # the cut-off words and the reply they got
+                turn.history_at = len(self.history)
                 self.history.append(Message("user", turn.caller_text, turn.facts))
+                if not turn.typed:
+                    self.last_spoken = turn
         for delta in unsent:
             await self.io.send_event({"type": "agent_text", "text": delta, "final": False})
         unsent.clear()
@@ -408,6 +416,11 @@ class Call:
         await self._cancel(self.reply)
         if audible:
             await self.io.clear_audio()
+
+    async def _cut_in(self) -> None:
+        """The caller's words stop the agent; said right after their last turn, they go on from it (it was cut off)."""
+        self.caller.continue_previous()
+        await self._barge_in()
 
     async def _pause_agent(self) -> None:
         """A caller sound with no words yet: the agent stops at once but keeps its reply (`Overlap` resumes it)."""

@@ -3,10 +3,16 @@ stops it at once, a sound with no words pauses it and it goes on."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import numpy as np
 import pytest
+from test_faults import RecordingIO
 
 from bench.wsclient import CallClient
+from pipeline.call import Call
+from pipeline.io import AudioIn, HangUp
 from pipeline.overlap import heard
 
 GREETING = "Thanks for calling Skyways Air, this is Ava. How can I help you today?"  # profiles/skyways.yaml
@@ -115,3 +121,33 @@ async def test_a_sound_with_no_words_pauses_the_agent_and_it_goes_on(server, sta
         assert client.agent_finals()[0] == GREETING
         turn = await greeting_turn(server, client)
     assert not turn.interrupted and turn.agent_text == GREETING
+
+
+@pytest.mark.asyncio
+async def test_a_caller_cut_off_mid_thought_gets_one_turn_for_the_whole_thought(server, speech):
+    """A hasty endpoint (the VAD alone, 300 ms) ends the turn inside the caller's pause; the caller goes on over the
+    agent: the two halves are transcribed as one turn, and the history keeps that turn instead of the cut-off one."""
+    state, io = server.state, RecordingIO()
+    skyways = state.profiles["skyways"]
+    hasty = skyways.model_copy(update={"turn": skyways.turn.model_copy(update={"detector": "vad", "endpoint_silence_ms": 300})})
+    call = Call(hasty, state.stages, io, state.store, state.metrics, 16000, "test")
+    runner = asyncio.create_task(call.run())
+    await io.wait(lambda io: io.finals(), timeout=60)
+
+    async def say(samples: np.ndarray) -> None:
+        for i in range(0, len(samples), 320):
+            call.push(AudioIn(samples[i : i + 320], time.monotonic()))
+            await asyncio.sleep(0.02)
+
+    await say(np.concatenate([speech("How much does it cost to bring"), np.zeros(int(0.9 * RATE), np.float32)]))
+    cut_off = [e["text"] for e in io.events if e["type"] == "transcript" and e["final"]]
+    assert cut_off and "bag" not in cut_off[0].lower(), io.events
+    await say(np.concatenate([speech("a second checked bag on my flight?"), np.zeros(2 * RATE, np.float32)]))
+    await io.wait(lambda io: len([e for e in io.events if e["type"] == "transcript" and e["final"]]) >= 2, timeout=60)
+    await io.wait(lambda io: len(io.finals()) >= 3, timeout=90)
+    whole = [e["text"] for e in io.events if e["type"] == "transcript" and e["final"]][-1].lower()
+    assert "cost" in whole and "bag" in whole, whole
+    callers = [m.content for m in call.history if m.role == "user"]
+    assert len(callers) == 1 and "cost" in callers[0].lower() and "bag" in callers[0].lower(), call.history
+    call.push(HangUp("caller_stop"))
+    assert await runner == "caller_stop"
