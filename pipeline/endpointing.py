@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -50,23 +51,21 @@ class Endpointer:
         self._tasks.append(asyncio.create_task(cue))
 
     async def _audio_cue(self, audio: np.ndarray) -> None:
-        p = 0.0
-        if self.smart_turn is not None:
-            try:
-                p = await asyncio.to_thread(self.smart_turn.probability, audio)
-            except Exception as e:  # noqa: BLE001 - the longer wait stands
-                log.warning("Smart Turn failed: %r", e)
-        self.cues = replace(self.cues, p_audio=p)
-        self._apply()
+        model = self.smart_turn and self.smart_turn.probability
+        await self._cue("p_audio", model, audio, 0.0)
 
     async def _lm_cue(self, text: str) -> None:
-        score = FLOOR
-        if self.turn_lm is not None:
+        await self._cue("lm_log10", self.turn_lm and self.turn_lm.log10_done, text, FLOOR)
+
+    async def _cue(self, name: str, model: Callable | None, given: object, not_done: float) -> None:
+        """Run a cue's model off the event loop; `not_done` stands in when it is missing or fails."""
+        value = not_done
+        if model is not None:
             try:
-                score = await asyncio.to_thread(self.turn_lm.log10_done, text)
+                value = await asyncio.to_thread(model, given)
             except Exception as e:  # noqa: BLE001 - the longer wait stands
-                log.warning("turn LM failed: %r", e)
-        self.cues = replace(self.cues, lm_log10=score)
+                log.warning("end-of-turn cue %s failed: %r", name, e)
+        self.cues = replace(self.cues, **{name: value})
         self._apply()
 
     def _apply(self) -> None:

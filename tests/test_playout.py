@@ -41,6 +41,15 @@ def tone(seconds: float, rate: int = RATE, freq: float = 440.0) -> np.ndarray:
     return (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
 
 
+def mark_into(marked: list[Segment]):
+    """An on_segment_sent callback that records the segments."""
+
+    async def on_sent(segment: Segment) -> None:
+        marked.append(segment)
+
+    return on_sent
+
+
 @contextlib.asynccontextmanager
 async def running(playout: Playout):
     task = asyncio.create_task(playout.run())
@@ -111,13 +120,8 @@ async def test_heard_text_after_flush_is_a_proportional_strict_prefix():
 
 @pytest.mark.asyncio
 async def test_fully_sent_segments_yield_full_text_and_drain_waits_for_playout():
-    sink = Sink()
-    marked: list[Segment] = []
-
-    async def on_sent(segment: Segment) -> None:
-        marked.append(segment)
-
-    playout = Playout(sink, RATE, lead_ms=LEAD_MS, on_segment_sent=on_sent)
+    sink, marked = Sink(), []
+    playout = Playout(sink, RATE, lead_ms=LEAD_MS, on_segment_sent=mark_into(marked))
     async with running(playout):
         t0 = time.monotonic()
         playout.enqueue(3, "Hello there.", tone(0.3))
@@ -285,13 +289,8 @@ async def test_a_held_first_clause_plays_when_the_next_arrives_when_released_or_
 
 @pytest.mark.asyncio
 async def test_a_pause_holds_the_reply_and_resume_plays_the_cut_clause_again():
-    sink = Sink()
-    marked: list[Segment] = []
-
-    async def on_sent(segment: Segment) -> None:
-        marked.append(segment)
-
-    playout = Playout(sink, RATE, lead_ms=LEAD_MS, on_segment_sent=on_sent)
+    sink, marked = Sink(), []
+    playout = Playout(sink, RATE, lead_ms=LEAD_MS, on_segment_sent=mark_into(marked))
     first, second = tone(0.6), tone(0.4, freq=330.0)
     async with running(playout):
         playout.enqueue(0, "one two three", first)
