@@ -92,6 +92,13 @@ class Turn:
     tool_calls: list[dict] = field(default_factory=list)  # what the store records
     timeline: dict[str, tuple[float, float]] = field(default_factory=dict)  # stage -> monotonic (start, end), for traces
 
+    def join(self, history: list[Message]) -> None:
+        """The caller's words join the history; words that continue a cut-off turn replace it and its reply."""
+        if self.continues is not None and self.continues.history_at is not None:
+            del history[self.continues.history_at :]
+        self.history_at = len(history)
+        history.append(Message("user", self.caller_text or "", self.facts))
+
     def latencies(self) -> dict[str, float | None]:
         return {
             "asr": self.asr_ms,

@@ -18,9 +18,9 @@ from pipeline.clauses import ClauseSplitter
 from pipeline.io import AudioIn, CallControlError, CallIO, Closing, DtmfIn, HangUp, Inbound, TextIn
 from pipeline.listening import CallerAudio
 from pipeline.metrics import Metrics
-from pipeline.overlap import Overlap
+from pipeline.overlap import OverTheAgent
 from pipeline.playout import Playout
-from pipeline.profile import DtmfTool, Profile
+from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
 from pipeline.stages import Stages
 from pipeline.store import Store
@@ -59,10 +59,10 @@ class Call:
         self.llm = stages.llm.open_session()
         interim = lambda text: io.send_event({"type": "transcript", "text": text, "final": False})  # noqa: E731
         self.caller = CallerAudio(stages, profile.turn, input_rate, interim)
-        self.overlap: Overlap | None = None  # the caller's sound while the agent speaks
-        self.settling: asyncio.Task | None = None  # what that sound was, once it ended
-        self.last_spoken: Turn | None = None  # the caller's last spoken turn
         self.playout = Playout(io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback)
+        agent = (self._cut_in, self._pause_agent, self.playout.resume, self._answer_over_the_agent)
+        self.over_agent = OverTheAgent(profile.turn, stages.asr.atranscribe, *agent)
+        self.last_spoken: Turn | None = None  # the caller's last spoken turn
         self.reply: asyncio.Task | None = None
         self.draft: Draft | None = None
         self.warm: asyncio.Task | None = None  # prefilling the next turn's prompt
@@ -91,9 +91,8 @@ class Call:
             reason = ended
         finally:
             self.caller.close()
-            if self.overlap is not None:
-                self.overlap.cancel()
-            await self._cancel(self.reply, self.draft and self.draft.task, player, self.warm, indexing, self.settling)
+            await self.over_agent.close()
+            await self._cancel(self.reply, self.draft and self.draft.task, player, self.warm, indexing)
             await self.llm.aclose()
             with contextlib.suppress(Exception):
                 await self.store.run(self.store.end_call, self.id, reason)
@@ -123,13 +122,8 @@ class Call:
 
     async def _keypress(self, item: DtmfIn) -> None:
         """A digit the profile maps to a tool runs it without the model; any other is caller text."""
-        pressed = f"The caller pressed {item.digit}."
-        action = self.profile.dtmf.get(item.digit, pressed)
-        if isinstance(action, DtmfTool):
-            call = ToolCall(action.tool, action.arguments)
-            await self._take_turn(self._answer(Turn(pressed, item.arrived, typed=True), call))
-        else:
-            await self._take_turn(self._answer(Turn(action, item.arrived, typed=True)))
+        text, call = self.profile.keypress(item.digit)
+        await self._take_turn(self._answer(Turn(text, item.arrived, typed=True), call))
 
     @property
     def replying(self) -> bool:
@@ -146,25 +140,16 @@ class Call:
                 self._end_of_turn(event)
         if self.caller.speaking:
             if self.replying and self.caller.speech_ms >= self.profile.turn.barge_in_min_ms:
-                await self._over_the_agent()
+                await self.over_agent.hear(self.caller.speech_ms, self.caller.audio)
             self.caller.maybe_interim()
-
-    async def _over_the_agent(self) -> None:
-        """The caller's sound has lasted long enough to stop the agent: stop it now, or first read its words."""
-        if not self.profile.turn.barge_in_reads_words:
-            await self._cut_in()
-            return
-        if self.overlap is None:
-            pause, check_ms = self._pause_agent, self.profile.turn.barge_in_min_ms
-            self.overlap = Overlap(self.stages.asr.atranscribe, self._cut_in, pause, self.playout.resume, check_ms)
-        self.overlap.hear(self.caller.speech_ms, self.caller.audio)
 
     def _start_draft(self, pause: SpeechEvent) -> None:
         """Preemptive generation: transcribe and start answering at the pause, held until the endpoint."""
         self._discard_draft()
         self._warm(start=False)
         gate = asyncio.Event()
-        self.draft = Draft(asyncio.create_task(self._spoken_turn(self.caller.audio(), pause, gate)), gate)
+        turn = self._spoken_turn(self.caller.audio(), pause, gate, continues=self._continued())
+        self.draft = Draft(asyncio.create_task(turn), gate)
 
     def _discard_draft(self) -> None:
         if self.draft is not None:
@@ -172,32 +157,38 @@ class Call:
             self.draft = None
             self.metrics.preemptive.labels(outcome="discarded").inc()
 
+    def _continued(self) -> Turn | None:
+        """The turn the utterance under way goes on from, if it does."""
+        return self.last_spoken if self.caller.continuing else None
+
     def _end_of_turn(self, end: SpeechEvent) -> None:
+        continues = self._continued()
         audio = self.caller.take()
-        overlap, self.overlap = self.overlap, None
         if self.draft is not None:
             self.draft.gate.set()
             self.reply, self.draft = self.draft.task, None
             self.metrics.preemptive.labels(outcome="used").inc()
             self.caller.last = (audio, end.time)
         elif not self.replying:
-            self._start_reply(self._spoken_turn(audio, end))
+            self._start_reply(self._spoken_turn(audio, end, continues=continues))
             self.caller.last = (audio, end.time)
-        elif overlap is not None:
-            self.settling = asyncio.create_task(self._settle(overlap, audio, end))
-        # else: speech too short to interrupt the agent: ignored
+        else:  # a sound over the agent
+            self.over_agent.ended(audio, end)
 
-    async def _settle(self, overlap: Overlap, audio: np.ndarray, end: SpeechEvent) -> None:
-        """The caller's sound over the agent ended: words are a turn (the agent stopped for them), else it goes on."""
-        t0 = time.monotonic()
-        text = await overlap.settle(audio)
-        if text is not None:
-            self._start_reply(self._spoken_turn(audio, end, text=(text, ms_since(t0))))
+    def _answer_over_the_agent(self, text: str, asr_ms: float, end: SpeechEvent) -> None:
+        """Words over the agent stopped it: they are the caller's turn."""
+        self._start_reply(self._spoken_turn(np.zeros(0, np.float32), end, text=(text, asr_ms)))
 
     async def _spoken_turn(
-        self, audio: np.ndarray, end: SpeechEvent, gate: asyncio.Event | None = None, text: tuple[str, float] | None = None
+        self,
+        audio: np.ndarray,
+        end: SpeechEvent,
+        gate: asyncio.Event | None = None,
+        text: tuple[str, float] | None = None,
+        continues: Turn | None = None,
     ) -> None:
-        """Transcribe and answer the caller's turn (`text`: its transcript and decode time, when already read)."""
+        """Transcribe and answer the caller's turn (`text`: its transcript and decode time, when already read;
+        `continues`: the turn whose words it goes on from)."""
         t0 = time.monotonic()
         if text is None:
             try:
@@ -206,7 +197,7 @@ class Call:
                 log.exception("call %s: ASR failed", self.id)
                 text = ("", ms_since(t0))
         text, asr_ms = text
-        turn = Turn(text, end.time, gate=gate, asr_ms=asr_ms, continues=self.last_spoken if self.caller.continuing else None)
+        turn = Turn(text, end.time, gate=gate, asr_ms=asr_ms, continues=continues)
         turn.timeline.update(vad_end=(end.time, t0), asr=(t0, time.monotonic()))
         if gate is not None:
             self.caller.endpointer.heard(text)
@@ -339,10 +330,7 @@ class Call:
             if turn.caller_text is not None:
                 if not turn.typed:
                     await self.io.send_event({"type": "transcript", "text": turn.caller_text, "final": True})
-                if turn.continues is not None and turn.continues.history_at is not None:
-                    del self.history[turn.continues.history_at :]  # the cut-off words and the reply they got
-                turn.history_at = len(self.history)
-                self.history.append(Message("user", turn.caller_text, turn.facts))
+                turn.join(self.history)
                 if not turn.typed:
                     self.last_spoken = turn
         for delta in unsent:
@@ -413,9 +401,11 @@ class Call:
         """The caller talks over the agent: stop LLM and TTS at once and flush the client's audio."""
         audible = self.playout.speaking
         self.playout.flush()
-        await self._cancel(self.reply)
+        if self.reply is not None:
+            self.reply.cancel()  # at once: the client's flush need not wait for the turn to close
         if audible:
             await self.io.clear_audio()
+        await self._cancel(self.reply)
 
     async def _cut_in(self) -> None:
         """The caller's words stop the agent; said right after their last turn, they go on from it (it was cut off)."""

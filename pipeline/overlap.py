@@ -4,12 +4,17 @@ a real barge-in must. The sound's words decide; an agent stopped by a sound that
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import numpy as np
+
+from pipeline.profile import TurnSettings
+from pipeline.vad import SpeechEvent
 
 log = logging.getLogger(__name__)
 
@@ -110,3 +115,50 @@ class Overlap:
         if self.paused:
             self.paused = False
             self.resume()
+
+
+class OverTheAgent:
+    """One call's caller sounds over the agent, one `Overlap` each: `hear` while it lasts, `ended` when it stops."""
+
+    def __init__(
+        self,
+        settings: TurnSettings,
+        transcribe: Callable[[np.ndarray], Awaitable[str]],
+        barge_in: Callable[[], Awaitable[None]],
+        pause: Callable[[], Awaitable[None]],
+        resume: Callable[[], None],
+        answer: Callable[[str, float, SpeechEvent], None],
+    ) -> None:
+        self.reads_words, self.check_ms = settings.barge_in_reads_words, settings.barge_in_min_ms
+        self.transcribe, self.barge_in, self.pause, self.resume, self.answer = transcribe, barge_in, pause, resume, answer
+        self.current: Overlap | None = None
+        self._settling: asyncio.Task | None = None
+
+    async def hear(self, speech_ms: float, audio: Callable[[], np.ndarray]) -> None:
+        """The caller's sound has lasted `speech_ms` (at least `check_ms`) while the agent speaks."""
+        if not self.reads_words:
+            await self.barge_in()
+            return
+        if self.current is None:
+            self.current = Overlap(self.transcribe, self.barge_in, self.pause, self.resume, self.check_ms)
+        self.current.hear(speech_ms, audio)
+
+    def ended(self, audio: np.ndarray, end: SpeechEvent) -> None:
+        """The caller's sound over the agent ended (at `end`): its words, if any, go to `answer`."""
+        overlap, self.current = self.current, None
+        if overlap is not None:
+            self._settling = asyncio.create_task(self._settle(overlap, audio, end))
+
+    async def _settle(self, overlap: Overlap, audio: np.ndarray, end: SpeechEvent) -> None:
+        t0 = time.monotonic()
+        text = await overlap.settle(audio)
+        if text is not None:
+            self.answer(text, round((time.monotonic() - t0) * 1000, 1), end)
+
+    async def close(self) -> None:
+        if self.current is not None:
+            self.current.cancel()
+        if self._settling is not None and not self._settling.done():
+            self._settling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._settling

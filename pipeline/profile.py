@@ -9,7 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from models.assets import PIPER_VOICES
-from pipeline.tools import Tool, ToolCallError, TransferTool, parameters_of, validate_arguments
+from pipeline.tools import Tool, ToolCall, ToolCallError, TransferTool, parameters_of, validate_arguments
 from pipeline.turns import EndpointRule
 
 DEFAULT_PROFILES = Path(__file__).resolve().parent.parent / "profiles"  # the example profiles in the repository
@@ -106,6 +106,14 @@ class Profile(_Strict):
     dtmf: dict[DtmfKey, Annotated[str, Field(min_length=1)] | DtmfTool] = Field(
         {}, description="keypad digit -> what the caller means, or {tool: NAME} to run a tool"
     )
+
+    def keypress(self, digit: str) -> tuple[str, ToolCall | None]:
+        """What a keypad digit says to the agent, and the tool it runs without the model (None: the model answers)."""
+        pressed = f"The caller pressed {digit}."
+        action = self.dtmf.get(digit, pressed)
+        if isinstance(action, DtmfTool):
+            return pressed, ToolCall(action.tool, action.arguments)
+        return action, None
 
     @field_validator("dtmf", mode="before")
     @classmethod
