@@ -164,6 +164,7 @@ class Call:
     def _end_of_turn(self, end: SpeechEvent) -> None:
         continues = self._continued()
         audio = self.caller.take()
+        self.over_agent.ended(audio, end, settle=self.replying and self.draft is None)
         if self.draft is not None:
             self.draft.gate.set()
             self.reply, self.draft = self.draft.task, None
@@ -172,8 +173,6 @@ class Call:
         elif not self.replying:
             self._start_reply(self._spoken_turn(audio, end, continues=continues))
             self.caller.last = (audio, end.time)
-        else:  # a sound over the agent
-            self.over_agent.ended(audio, end)
 
     def _answer_over_the_agent(self, text: str, asr_ms: float, end: SpeechEvent) -> None:
         """Words over the agent stopped it: they are the caller's turn."""

@@ -143,11 +143,17 @@ class OverTheAgent:
             self.current = Overlap(self.transcribe, self.barge_in, self.pause, self.resume, self.check_ms)
         self.current.hear(speech_ms, audio)
 
-    def ended(self, audio: np.ndarray, end: SpeechEvent) -> None:
-        """The caller's sound over the agent ended (at `end`): its words, if any, go to `answer`."""
+    def ended(self, audio: np.ndarray, end: SpeechEvent, settle: bool) -> None:
+        """The caller's utterance ended (at `end`). With `settle` (the agent still has the floor), a sound over the
+        agent is read once more: its words, if any, go to `answer`. Either way the next sound starts afresh."""
         overlap, self.current = self.current, None
-        if overlap is not None:
+        if overlap is None:
+            return
+        if settle:
             self._settling = asyncio.create_task(self._settle(overlap, audio, end))
+        else:
+            overlap.cancel()
+            self.resume()
 
     async def _settle(self, overlap: Overlap, audio: np.ndarray, end: SpeechEvent) -> None:
         t0 = time.monotonic()

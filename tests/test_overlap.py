@@ -13,7 +13,9 @@ from test_faults import RecordingIO
 from bench.wsclient import CallClient
 from pipeline.call import Call
 from pipeline.io import AudioIn, HangUp
-from pipeline.overlap import heard
+from pipeline.overlap import OverTheAgent, heard
+from pipeline.profile import TurnSettings
+from pipeline.vad import SpeechEvent
 
 GREETING = "Thanks for calling Skyways Air, this is Ava. How can I help you today?"  # profiles/skyways.yaml
 RATE = 16000
@@ -151,3 +153,32 @@ async def test_a_caller_cut_off_mid_thought_gets_one_turn_for_the_whole_thought(
     assert len(callers) == 1 and "cost" in callers[0].lower() and "bag" in callers[0].lower(), call.history
     call.push(HangUp("caller_stop"))
     assert await runner == "caller_stop"
+
+
+@pytest.mark.asyncio
+async def test_each_sound_over_the_agent_is_read_afresh(stages, speech):
+    """A backchannel's checks do not carry over: the next sound is read at `barge_in_min_ms` again, even when the
+    utterance ended after the agent had finished."""
+    calls: list[str] = []
+
+    async def barge_in() -> None:
+        calls.append("barge_in")
+
+    async def pause() -> None:
+        calls.append("pause")
+
+    okay = np.concatenate([np.zeros(4800, np.float32), speech("Okay.")])
+    settings = TurnSettings(barge_in_min_ms=300)
+    over = OverTheAgent(
+        settings, stages.asr.atranscribe, barge_in, pause, lambda: calls.append("resume"), lambda *a: calls.append("answer")
+    )
+    await over.hear(320, lambda: okay)
+    await over.current._check
+    assert calls == [] and over.current.next_check_ms == 620
+    over.ended(okay, SpeechEvent("end", 0, time.monotonic()), settle=False)
+    assert over.current is None
+    question = np.concatenate([np.zeros(4800, np.float32), speech("What time do you close on Sunday?")])
+    await over.hear(320, lambda: question)
+    await over.current._check
+    assert calls == ["resume", "barge_in"]
+    await over.close()
