@@ -50,8 +50,8 @@ class LLMSettings(_Strict):
 
 
 class TurnSettings(_Strict):
-    detector: Literal["combined", "turn_lm", "smart_turn", "text", "vad"] = Field(
-        "combined", description="what judges a pause: see docs/turn-taking.md (combined: words, their LM score and Smart Turn)"
+    detector: Literal["text", "combined", "combined_audio", "turn_lm", "smart_turn", "vad"] = Field(
+        "text", description="what judges a pause: see docs/turn-taking.md (combined: half the cut-offs, more CPU at each pause)"
     )
     endpoint_silence_ms: int = Field(500, ge=100, le=5000, description="text: silence that ends a turn that trails off; vad: every turn")
     endpoint_complete_ms: int = Field(250, ge=100, le=5000, description="silence that ends a turn judged finished")

@@ -35,7 +35,8 @@ def endpoint_ms(text: str, complete_ms: int, default_ms: int) -> int:
     return min(complete_ms, default_ms) if looks_complete(text) else default_ms
 
 
-DETECTORS = ("vad", "text", "smart_turn", "turn_lm", "combined")
+DETECTORS = ("vad", "text", "smart_turn", "turn_lm", "combined", "combined_audio")
+COMBINED_THRESHOLDS = {"combined": -6.0, "combined_audio": -5.5}  # chosen on the even-numbered lines of the benchmark
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,9 @@ class Cues:
 class EndpointRule:
     """How long a pause must last to end the caller's turn. `vad`: always `silence_ms`; `text`: `complete_ms` for
     words that read as finished, else `silence_ms`; `smart_turn`, `turn_lm`: `complete_ms` when the model's cue
-    passes its threshold, else `incomplete_ms`; `combined`: `complete_ms` when the turn LM's log10 probability,
-    plus Smart Turn's probability, plus `text_weight` for finished-looking words, reaches `score_threshold`.
-    Until the cues a rule reads have arrived, it waits as long as it would for an unfinished turn."""
+    passes its threshold, else `incomplete_ms`; `combined`: `complete_ms` when the turn LM's log10 probability plus
+    `text_weight` for finished-looking words reaches `score_threshold`; `combined_audio` adds Smart Turn's
+    probability to that score. Until the cues a rule reads have arrived, it waits as for an unfinished turn."""
 
     detector: str = "combined"
     complete_ms: int = 250
@@ -62,20 +63,25 @@ class EndpointRule:
     incomplete_ms: int = 1200
     audio_threshold: float = 0.5
     lm_threshold: float = -6.0
-    score_threshold: float = -5.5
+    score_threshold: float | None = None  # None: COMBINED_THRESHOLDS
     text_weight: float = 3.0
 
     @property
     def reads_text(self) -> bool:
-        return self.detector in ("text", "turn_lm", "combined")
+        return self.detector in ("text", "turn_lm", "combined", "combined_audio")
 
     @property
     def reads_audio(self) -> bool:
-        return self.detector in ("smart_turn", "combined")
+        return self.detector in ("smart_turn", "combined_audio")
 
     @property
     def reads_lm(self) -> bool:
-        return self.detector in ("turn_lm", "combined")
+        return self.detector in ("turn_lm", "combined", "combined_audio")
+
+    @property
+    def threshold(self) -> float:
+        """The combined rules' score threshold."""
+        return COMBINED_THRESHOLDS.get(self.detector, 0.0) if self.score_threshold is None else self.score_threshold
 
     def wait_ms(self, cues: Cues) -> int:
         if self.detector == "vad":
@@ -87,30 +93,34 @@ class EndpointRule:
         elif self.detector == "turn_lm":
             done = cues.lm_log10 is not None and cues.lm_log10 >= self.lm_threshold
         else:
-            if cues.text is None or cues.lm_log10 is None or cues.p_audio is None:
+            if cues.text is None or cues.lm_log10 is None or (self.reads_audio and cues.p_audio is None):
                 return self.incomplete_ms
-            score = cues.lm_log10 + cues.p_audio + self.text_weight * looks_complete(cues.text)
-            done = score >= self.score_threshold
+            audio = cues.p_audio if self.reads_audio else 0.0
+            done = cues.lm_log10 + audio + self.text_weight * looks_complete(cues.text) >= self.threshold
         return self.complete_ms if done else self.incomplete_ms
 
     def describe(self) -> str:
         waits = f"{self.complete_ms} ms, else {self.incomplete_ms} ms"
+        words = f"LM log10 p + {self.text_weight:g} x finished words"
         return {
             "vad": f"every pause {self.silence_ms} ms",
             "text": f"finished-looking words {self.complete_ms} ms, else {self.silence_ms} ms",
             "smart_turn": f"Smart Turn p >= {self.audio_threshold}: {waits}",
             "turn_lm": f"turn LM log10 p >= {self.lm_threshold}: {waits}",
-            "combined": f"LM log10 p + Smart Turn p + {self.text_weight:g} x finished words >= {self.score_threshold}: {waits}",
+            "combined": f"{words} >= {self.threshold}: {waits}",
+            "combined_audio": f"{words} + Smart Turn p >= {self.threshold}: {waits}",
         }[self.detector]
 
     def sweep(self) -> list[float]:
         """The values `with_knob` takes to trace this rule's curve, from hasty to patient."""
+        combined = [-8.0, -7.0, -6.5, -6.0, -5.5, -5.0, -4.5, -4.0, -3.0]
         return {
             "vad": [200, 300, 400, 500, 600, 700, 800, 1000, 1200, 1400, 1700, 2000],
             "text": [0.8, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0],
             "smart_turn": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
             "turn_lm": [-9.0, -8.0, -7.0, -6.5, -6.0, -5.5, -5.0, -4.5, -4.0],
-            "combined": [-8.0, -7.0, -6.5, -6.0, -5.5, -5.0, -4.5, -4.0, -3.0],
+            "combined": combined,
+            "combined_audio": combined,
         }[self.detector]
 
     def with_knob(self, knob: float) -> EndpointRule:
@@ -119,7 +129,7 @@ class EndpointRule:
             return replace(self, silence_ms=int(knob))
         if self.detector == "text":
             return replace(self, complete_ms=int(self.complete_ms * knob), silence_ms=int(self.silence_ms * knob))
-        field = {"smart_turn": "audio_threshold", "turn_lm": "lm_threshold", "combined": "score_threshold"}[self.detector]
+        field = {"smart_turn": "audio_threshold", "turn_lm": "lm_threshold"}.get(self.detector, "score_threshold")
         return replace(self, **{field: knob})
 
     @classmethod

@@ -37,12 +37,14 @@ def test_rules_wait_long_until_their_cues_say_the_caller_is_done():
     trailing = Cues("My booking code is", 0.1, -9.0)
     assert EndpointRule("vad", silence_ms=600).wait_ms(finished) == 600
     assert EndpointRule("text").wait_ms(finished) == 250 and EndpointRule("text").wait_ms(trailing) == 700
-    for detector in ("smart_turn", "turn_lm", "combined"):
+    for detector in ("smart_turn", "turn_lm", "combined", "combined_audio"):
         rule = EndpointRule(detector)
         assert rule.wait_ms(Cues()) == rule.incomplete_ms  # nothing known yet: the patient wait
         assert rule.wait_ms(finished) == rule.complete_ms and rule.wait_ms(trailing) == rule.incomplete_ms
     combined = EndpointRule("combined")
     assert combined.wait_ms(Cues("What time do you open tomorrow?", 0.9)) == combined.incomplete_ms  # the LM not in yet
+    assert EndpointRule("combined_audio").wait_ms(Cues("What time do you open tomorrow?", None, -4.0)) == 1200  # no audio cue
+    assert not combined.reads_audio and EndpointRule("combined_audio").reads_audio
     # finished-looking words carry a low LM score over the threshold; the same score alone does not
     assert combined.wait_ms(Cues("I want to book a cleaning.", 0.2, -8.0)) == 250
     assert combined.wait_ms(Cues("I want to book a cleaning for", 0.2, -8.0)) == 1200
@@ -57,7 +59,7 @@ def test_every_detector_has_a_curve_and_the_profile_builds_its_rule():
     settings = TurnSettings(detector="smart_turn", endpoint_complete_ms=300, endpoint_incomplete_ms=1500)
     rule = settings.endpoint_rule()
     assert (rule.detector, rule.complete_ms, rule.incomplete_ms, rule.silence_ms) == ("smart_turn", 300, 1500, 500)
-    assert TurnSettings().detector == "combined"
+    assert TurnSettings().detector == "text"
 
 
 def test_smart_turn_reads_whisper_features_and_hears_a_finished_question(smart_turn, speech):
@@ -86,7 +88,7 @@ def test_the_turn_lm_scores_finished_words_above_unfinished_ones(turn_lm):
 @pytest.mark.asyncio
 async def test_the_endpointer_sets_the_vad_wait_as_each_cue_arrives(stages, smart_turn, turn_lm, speech):
     detector = SpeechDetector(stages.vad, endpoint_silence_ms=500)
-    endpointer = Endpointer(EndpointRule("combined"), detector, smart_turn, turn_lm)
+    endpointer = Endpointer(EndpointRule("combined_audio"), detector, smart_turn, turn_lm)
     question = np.concatenate([speech("How much will it cost to bring my bike?"), np.zeros(1600, np.float32)])
     endpointer.pause(question)
     assert detector.endpoint_samples == 1200 * RATE // 1000  # nothing known: the patient wait
@@ -103,7 +105,7 @@ async def test_the_endpointer_sets_the_vad_wait_as_each_cue_arrives(stages, smar
     assert detector.endpoint_samples == 1200 * RATE // 1000
     endpointer.cancel()
 
-    bare = Endpointer(EndpointRule("combined"), SpeechDetector(stages.vad), None, None)  # models missing: never hasty
+    bare = Endpointer(EndpointRule("combined_audio"), SpeechDetector(stages.vad), None, None)  # models missing: never hasty
     bare.pause(question)
     bare.heard("How much will it cost to bring my bike?")
     await asyncio.sleep(0.1)
