@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from pipeline.smart_turn import SmartTurn
-from pipeline.turn_lm import FLOOR, TurnLM
+from pipeline.turn_lm import FLOOR
+from pipeline.turn_models import TurnModels
 from pipeline.turns import Cues, EndpointRule
 from pipeline.vad import SpeechDetector
 
@@ -19,11 +19,11 @@ log = logging.getLogger(__name__)
 
 
 class Endpointer:
-    """Feeds the VAD the wait `rule` gives for the current pause. A cue whose model is not loaded, or fails, counts as
-    "not done" (the longer wait), so a missing model never cuts a caller off."""
+    """Feeds the VAD the wait `rule` gives for the current pause. A cue whose model is not loaded (yet), or fails, counts
+    as "not done" (the longer wait), so a missing model never cuts a caller off."""
 
-    def __init__(self, rule: EndpointRule, detector: SpeechDetector, smart_turn: SmartTurn | None, turn_lm: TurnLM | None) -> None:
-        self.rule, self.detector, self.smart_turn, self.turn_lm = rule, detector, smart_turn, turn_lm
+    def __init__(self, rule: EndpointRule, detector: SpeechDetector, models: TurnModels) -> None:
+        self.rule, self.detector, self.models = rule, detector, models
         self.cues = Cues()
         self._tasks: list[asyncio.Task] = []
 
@@ -51,11 +51,12 @@ class Endpointer:
         self._tasks.append(asyncio.create_task(cue))
 
     async def _audio_cue(self, audio: np.ndarray) -> None:
-        model = self.smart_turn and self.smart_turn.probability
-        await self._cue("p_audio", model, audio, 0.0)
+        model = self.models.smart_turn.model
+        await self._cue("p_audio", model and model.probability, audio, 0.0)
 
     async def _lm_cue(self, text: str) -> None:
-        await self._cue("lm_log10", self.turn_lm and self.turn_lm.log10_done, text, FLOOR)
+        model = self.models.turn_lm.model
+        await self._cue("lm_log10", model and model.log10_done, text, FLOOR)
 
     async def _cue(self, name: str, model: Callable | None, given: object, not_done: float) -> None:
         """Run a cue's model off the event loop; `not_done` stands in when it is missing or fails."""

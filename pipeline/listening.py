@@ -24,7 +24,9 @@ class CallerAudio:
 
     def __init__(self, stages: Stages, settings: TurnSettings, input_rate: int, on_interim: Callable[[str], Awaitable[None]]) -> None:
         self.detector = SpeechDetector(stages.vad, settings.vad_threshold, settings.endpoint_silence_ms)
-        self.endpointer = Endpointer(settings.endpoint_rule(), self.detector, stages.smart_turn, stages.turn_lm)
+        rule = settings.endpoint_rule()
+        stages.turn_models.request(rule)
+        self.endpointer = Endpointer(rule, self.detector, stages.turn_models)
         self.transcriber = TurnTranscriber(stages.asr, on_interim, settings.interim_interval_ms)
         self.resampler = StreamResampler(input_rate, ASR_RATE)
         self.started_at = 0.0  # when the utterance under way began

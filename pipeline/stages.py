@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -13,9 +14,9 @@ from pipeline.asr import WhisperASR
 from pipeline.audio import resample
 from pipeline.llm import LLMBackend
 from pipeline.retrieval import Retriever
-from pipeline.smart_turn import SmartTurn
 from pipeline.tts import PiperTTS
-from pipeline.turn_lm import TurnLM
+from pipeline.turn_models import TurnModels
+from pipeline.turns import EndpointRule
 from pipeline.vad import SileroVAD
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,7 @@ class Stages:
     tts: PiperTTS
     llm: LLMBackend
     retriever: Retriever
-    smart_turn: SmartTurn | None = None  # end-of-turn cues (pipeline/endpointing.py); without them a pause
-    turn_lm: TurnLM | None = None  # judged "not done" waits the longer silence
+    turn_models: TurnModels = field(default_factory=TurnModels)  # loaded for the turn rules that read them
 
     async def warmup(self) -> None:
         """Run each model once so the first call is as fast as the tenth."""
@@ -48,10 +48,6 @@ class Stages:
         await self.llm.warmup()
         if self.retriever.encoder is not None:
             await asyncio.to_thread(self.retriever.encoder.embed, ["Hello, this is a warm up."])
-        if self.smart_turn is not None:
-            await asyncio.to_thread(self.smart_turn.probability, np.zeros(16000, np.float32))
-        if self.turn_lm is not None:
-            await asyncio.to_thread(self.turn_lm.log10_done, "Hello, this is a warm up.")
         log.info("models warmed up in %.1f s", time.perf_counter() - t0)
 
     async def aclose(self) -> None:
@@ -61,18 +57,20 @@ class Stages:
         await self.llm.aclose()
 
 
-def load_stages(llm: LLMBackend, threads: ThreadBudget = ThreadBudget(), asr_window_s: float = 10.0) -> Stages:
-    """Load VAD, ASR, TTS, the fact retriever's sentence embeddings and the end-of-turn models beside an already
-    built LLM backend."""
+def load_stages(
+    llm: LLMBackend, threads: ThreadBudget = ThreadBudget(), asr_window_s: float = 10.0, rules: Sequence[EndpointRule] = ()
+) -> Stages:
+    """Load VAD, ASR, TTS and the fact retriever's sentence embeddings beside an already built LLM backend, and the
+    end-of-turn models that `rules` (the turn rules of the profiles served) read."""
     from models.embedder import Embedder
 
-    asr = WhisperASR(threads=threads.asr, window_s=asr_window_s)
+    turn_models = TurnModels()
+    turn_models.load(rules)
     return Stages(
         vad=SileroVAD(),
-        asr=asr,
+        asr=WhisperASR(threads=threads.asr, window_s=asr_window_s),
         tts=PiperTTS(threads=threads.tts),
         llm=llm,
         retriever=Retriever(Embedder()),
-        smart_turn=SmartTurn(),
-        turn_lm=TurnLM(),
+        turn_models=turn_models,
     )

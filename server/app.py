@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -75,8 +76,10 @@ def build_llm(settings: Settings) -> LLMBackend:
     return EmbeddedLLM(Engine.load(settings.model_path, spec=settings.spec, weights=settings.llm_weights))
 
 
-def build_stages(settings: Settings) -> Stages:
-    return load_stages(build_llm(settings), settings.threads, settings.asr_window_s)
+def build_stages(settings: Settings, profiles: Iterable[Profile] = ()) -> Stages:
+    """The models a server runs, with the end-of-turn models `profiles`' turn rules read."""
+    rules = [profile.turn.endpoint_rule() for profile in profiles]
+    return load_stages(build_llm(settings), settings.threads, settings.asr_window_s, rules)
 
 
 def create_app(settings: Settings | None = None, stages: Stages | None = None) -> FastAPI:
@@ -92,7 +95,7 @@ def create_app(settings: Settings | None = None, stages: Stages | None = None) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        loaded = stages or await asyncio.to_thread(build_stages, settings)
+        loaded = stages or await asyncio.to_thread(build_stages, settings, list(profiles_by_id.values()))
         if settings.warmup and stages is None:
             await loaded.warmup()
         store = Store(settings.db_url, server_id=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")

@@ -18,6 +18,7 @@ from pipeline.endpointing import Endpointer
 from pipeline.profile import TurnSettings
 from pipeline.smart_turn import SmartTurn
 from pipeline.turn_lm import FLOOR, TurnLM, words_only
+from pipeline.turn_models import TurnModels
 from pipeline.turns import DETECTORS, Cues, EndpointRule
 from pipeline.vad import SpeechDetector
 
@@ -88,7 +89,7 @@ def test_the_turn_lm_scores_finished_words_above_unfinished_ones(turn_lm):
 @pytest.mark.asyncio
 async def test_the_endpointer_sets_the_vad_wait_as_each_cue_arrives(stages, smart_turn, turn_lm, speech):
     detector = SpeechDetector(stages.vad, endpoint_silence_ms=500)
-    endpointer = Endpointer(EndpointRule("combined_audio"), detector, smart_turn, turn_lm)
+    endpointer = Endpointer(EndpointRule("combined_audio"), detector, TurnModels(smart_turn, turn_lm))
     question = np.concatenate([speech("How much will it cost to bring my bike?"), np.zeros(1600, np.float32)])
     endpointer.pause(question)
     assert detector.endpoint_samples == 1200 * RATE // 1000  # nothing known: the patient wait
@@ -105,11 +106,23 @@ async def test_the_endpointer_sets_the_vad_wait_as_each_cue_arrives(stages, smar
     assert detector.endpoint_samples == 1200 * RATE // 1000
     endpointer.cancel()
 
-    bare = Endpointer(EndpointRule("combined_audio"), SpeechDetector(stages.vad), None, None)  # models missing: never hasty
+    bare = Endpointer(EndpointRule("combined_audio"), SpeechDetector(stages.vad), TurnModels())  # models missing: never hasty
     bare.pause(question)
     bare.heard("How much will it cost to bring my bike?")
     await asyncio.sleep(0.1)
     assert bare.detector.endpoint_samples == 1200 * RATE // 1000
+
+
+def test_turn_models_load_only_for_the_rules_that_read_them():
+    models = TurnModels()
+    assert models.needed([EndpointRule("text"), EndpointRule("vad")]) == []
+    assert models.needed([EndpointRule("combined")]) == [models.turn_lm]
+    assert models.needed([EndpointRule("text"), EndpointRule("smart_turn")]) == [models.smart_turn]
+    models.request(EndpointRule("text"))
+    assert models.smart_turn.model is None and models.turn_lm.model is None
+    models.request(EndpointRule("combined"))  # a call whose profile needs the turn LM: loaded in the background
+    models.request(EndpointRule("combined"))
+    assert isinstance(models.turn_lm.wait(60), TurnLM) and models.smart_turn.model is None
 
 
 def test_the_set_puts_silence_where_the_labels_say_and_has_enough_pauses():

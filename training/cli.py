@@ -110,6 +110,29 @@ def train_rl(
     typer.echo(f"adapter: {main(cfg, resume)}")
 
 
+@train_app.command("rft")
+def train_rft(
+    data_dir: Annotated[Path, typer.Option(help="SFT data whose rows carry meta.kind and meta.checks")] = Path("runs/brands"),
+    out: Annotated[Path, typer.Option(help="folder for the kept replies as SFT data (train.jsonl, general.jsonl, manifest.json)")] = Path(
+        "runs/rft"
+    ),
+    model: Annotated[str, typer.Option(help="tuned, or the adapter/model folder to sample from")] = "tuned",
+    prompts: Annotated[int, typer.Option(help="training prompts to sample")] = 600,
+    samples: Annotated[int, typer.Option(help="replies per prompt: one greedy, the rest sampled")] = 4,
+    temperature: Annotated[float, typer.Option()] = 0.8,
+    workers: Annotated[int, typer.Option(help="processes, one torch thread each")] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Rejection-sampling fine-tuning data: the best passing reply of several per prompt; then `train sft --data-dir OUT`."""
+    from training.rft import RFTConfig, main
+
+    cfg = RFTConfig(
+        data_dir=data_dir, out=out, model=model, prompts=prompts, samples=samples, temperature=temperature, workers=workers, seed=seed
+    )
+    manifest = main(cfg)
+    typer.echo(json.dumps({k: manifest[k] for k in ("all", "per_kind", "kept")}, indent=2))
+
+
 @train_app.command("ship")
 def train_ship(
     run: Annotated[list[Path], typer.Option(help="run folders that made it, in order (config.json, metrics.jsonl)")],
