@@ -136,3 +136,18 @@ def test_a_pool_that_breaks_the_schema_is_refused_with_its_place():
     }
     with pytest.raises(PoolError, match="topic k"):
         parse_pool(raw, "train", "x.yaml")
+
+
+def test_the_transfer_phrasings_are_new_and_the_committed_file_is_their_output():
+    from training.data import generic
+    from training.data.transfer_phrasings import PHRASINGS
+    from training.data.transfer_phrasings import SCENARIOS_PATH as TRANSFER_PATH
+    from training.data.transfer_phrasings import scenarios as transfer_scenarios
+
+    trained = {skeleton(line) for line in caller_pool("train").human} | {skeleton(line) for line in generic.HUMAN_ASKS}
+    assert len(PHRASINGS) == 20 and len({skeleton(p) for p in PHRASINGS}) == 20
+    assert not {skeleton(p) for p in PHRASINGS} & trained
+    rows = transfer_scenarios(SCENARIOS_PATH)
+    assert TRANSFER_PATH.read_text(encoding="utf-8") == "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    for r in rows:
+        assert r["checks"]["action"] == "transfer_to_human" and "transfer_to_human" in {t["name"] for t in r["profile"]["tools"]}
