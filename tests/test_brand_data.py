@@ -148,6 +148,6 @@ def test_the_transfer_phrasings_are_new_and_the_committed_file_is_their_output()
     assert len(PHRASINGS) == 20 and len({skeleton(p) for p in PHRASINGS}) == 20
     assert not {skeleton(p) for p in PHRASINGS} & trained
     rows = transfer_scenarios(SCENARIOS_PATH)
-    assert TRANSFER_PATH.read_text(encoding="utf-8") == "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    assert TRANSFER_PATH.read_text(encoding="utf-8") == "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
     for r in rows:
         assert r["checks"]["action"] == "transfer_to_human" and "transfer_to_human" in {t["name"] for t in r["profile"]["tools"]}

@@ -18,6 +18,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from training.checks import run_checks, word_count
+from training.data.generate import write_jsonl
 from training.rewards import REWARD_FUNCS, REWARD_WEIGHTS
 from training.sft import read_jsonl
 
@@ -60,8 +61,9 @@ def pick_prompts(rows: list[dict], n: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(usable, min(n, len(usable)))
 
 
-def sample_rows(model_path: str, rows: list[dict], cfg: RFTConfig, worker: int) -> list[dict]:
-    """One worker: each row's replies (greedy first) with what was kept. Runs in its own process."""
+def sample_rows(model_path: str, rows: list[tuple[int, dict]], cfg: RFTConfig) -> list[dict]:
+    """One worker's share of (prompt index, row): each row's replies, greedy first. Runs in its own process; a sampled
+    reply's seed comes from the run's seed, the prompt index and the sample, so no two replies share one."""
     import torch
 
     from models.engine import Engine
@@ -69,12 +71,12 @@ def sample_rows(model_path: str, rows: list[dict], cfg: RFTConfig, worker: int) 
     torch.set_num_threads(1)
     engine = Engine.load(Path(model_path))
     out = []
-    for i, row in enumerate(rows):
+    for index, row in rows:
         prompt = engine.encode_chat(row["messages"][:-1])
         session = engine.new_session()
         replies = []
         for j in range(cfg.samples):
-            temperature, seed = (0.0, None) if j == 0 else (cfg.temperature, cfg.seed * 1_000_003 + worker * 10_007 + i * 101 + j)
+            temperature, seed = (0.0, None) if j == 0 else (cfg.temperature, (cfg.seed * cfg.prompts + index) * cfg.samples + j)
             text = engine.generate_text(session, prompt, cfg.max_new_tokens, temperature=temperature, seed=seed)
             replies.append("".join(text).strip())
         out.append({"row": row, "replies": replies})
@@ -117,17 +119,16 @@ def main(cfg: RFTConfig) -> dict:
     from models.assets import llm_dir
 
     model_path = str(llm_dir(cfg.model))  # merged once here, not raced by the workers
-    rows = pick_prompts(read_jsonl(cfg.data_dir / "train.jsonl"), cfg.prompts, cfg.seed)
+    rows = list(enumerate(pick_prompts(read_jsonl(cfg.data_dir / "train.jsonl"), cfg.prompts, cfg.seed)))
     shards = [rows[w :: cfg.workers] for w in range(cfg.workers)]
     with ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn")) as pool:
-        done = list(pool.map(sample_rows, [model_path] * cfg.workers, shards, [cfg] * cfg.workers, range(cfg.workers)))
+        done = list(pool.map(sample_rows, [model_path] * cfg.workers, shards, [cfg] * cfg.workers))
     kept, outcomes = [], []
     for sampled in (s for shard in done for s in shard):
         row, outcome = kept_row(sampled["row"], sampled["replies"])
         kept.append(row)
         outcomes.append(outcome)
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    (cfg.out / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
+    write_jsonl(cfg.out / "train.jsonl", kept)
     if (cfg.data_dir / "general.jsonl").exists():
         shutil.copyfile(cfg.data_dir / "general.jsonl", cfg.out / "general.jsonl")
     config = {**asdict(cfg), "data_dir": str(cfg.data_dir), "out": str(cfg.out)}

@@ -1,6 +1,7 @@
 """Twenty hand-written ways to ask for a person, on held-out brands whose profile declares `transfer_to_human`: the
 set behind "a caller who asks for a person is transferred at once". Written apart from the training pools (a test
-checks that no line appears in them); `training/scenarios_transfer_heldout.jsonl` is this module's output."""
+checks that no line appears in them); `training/scenarios_transfer_heldout.jsonl` is this module's output
+(`python -m training.data.transfer_phrasings` writes it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 from pathlib import Path
 
 from training.data.dialogues import MAX_WORDS, PERSONA_BREAKS, TRANSFER_WORDS
+from training.data.generate import write_jsonl
+from training.data.realistic.generate import SCENARIOS_PATH as BRANDS_SCENARIOS_PATH
 
 SCENARIOS_PATH = Path(__file__).resolve().parents[1] / "scenarios_transfer_heldout.jsonl"
 BRANDS = 5  # held-out brands the phrasings rotate over
@@ -74,7 +77,5 @@ def scenarios(heldout_scenarios: Path) -> list[dict]:
     return rows
 
 
-def write(heldout_scenarios: Path, path: Path = SCENARIOS_PATH) -> list[dict]:
-    rows = scenarios(heldout_scenarios)
-    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
-    return rows
+if __name__ == "__main__":
+    write_jsonl(SCENARIOS_PATH, scenarios(BRANDS_SCENARIOS_PATH))
