@@ -1,5 +1,5 @@
-"""Voice-to-voice latency measured at the client: caller WAVs in at real-time pace, agent audio timed on arrival, over the
-WebSocket (/ws/call) or WebRTC (an aiortc peer), side by side in one run when both are asked for."""
+"""Voice-to-voice latency measured at the client: caller WAVs in at real-time pace, the agent's first audible sample timed
+on arrival, over the WebSocket (/ws/call) or WebRTC (an aiortc peer), side by side in one run when both are asked for."""
 
 from __future__ import annotations
 
@@ -62,6 +62,15 @@ def underruns(frames: list[tuple[float, int]], rate: int, gap_s: float = UNDERRU
     return gaps
 
 
+def first_audible(frames: list[tuple[float, np.ndarray]], rate: int, peak: int = SILENT_PEAK) -> float | None:
+    """The arrival time of the first sample above `peak` in (arrival time, int16 frame): its frame's arrival plus its
+    place in the frame."""
+    for arrived, frame in frames:
+        if (loud := np.flatnonzero(np.abs(frame.astype(np.int32)) > peak)).size:
+            return arrived + loud[0] / rate
+    return None
+
+
 @dataclass
 class TurnResult:
     call: int
@@ -92,7 +101,8 @@ async def run_turn(client: CallClient | RtcClient, path: Path, call_no: int, tur
     first = next((k for k, (_, f) in enumerate(turn_audio) if np.abs(f).max(initial=0) > SILENT_PEAK), None)
     frames = [(t, len(f)) for t, f in turn_audio[first:]] if first is not None else []
     metrics = client.got.of("metrics")[metrics_before:]
-    v2v = round((frames[0][0] - speech_end) * 1000, 1) if frames else None
+    heard = first_audible([(t, f) for t, f in turn_audio if t > speech_end], RATE)
+    v2v = round((heard - speech_end) * 1000, 1) if heard is not None else None
     return TurnResult(call_no, turn_no, path.name, v2v, underruns(frames, RATE), metrics[0] if metrics else {})
 
 

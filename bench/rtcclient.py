@@ -15,7 +15,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from bench.wsclient import RealtimeCaller, Received
 from pipeline.audio import StreamResampler, float_to_pcm16
-from server.transports.webrtc_media import RATE, PacedTrack, frame_samples
+from server.transports.webrtc_media import RATE, PacedTrack, frame_samples, hand_on_at_once
 
 
 class OfferRefused(Exception):
@@ -43,6 +43,8 @@ class RtcClient(RealtimeCaller):
     async def __aenter__(self) -> RtcClient:
         self.pc = pc = RTCPeerConnection()
         pc.addTrack(self.mic)
+        for transceiver in pc.getTransceivers():  # agent audio is timed on arrival, as CallClient times it
+            hand_on_at_once(transceiver.receiver)
         self.channel = pc.createDataChannel("talkline")
         self.channel.on("message", self._on_message)
         pc.on("track", self._on_track)

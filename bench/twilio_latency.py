@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.carrierclient import TwilioClient
-from bench.latency import SILENT_PEAK, OwnServer, end_of_speech, percentile, read_wav, underruns
+from bench.latency import SILENT_PEAK, OwnServer, end_of_speech, first_audible, percentile, read_wav, underruns
 
 RATE = 8000
 FRAME = RATE // 50  # 20 ms
@@ -29,7 +29,7 @@ class TwilioTurn:
 
 
 async def one_turn(phone: TwilioClient, turn: int, path: Path) -> TwilioTurn:
-    """Stream one question, wait for the answer to play out, time its first voiced frame from the end of speech."""
+    """Stream one question, wait for the answer to play out, time its first audible sample from the end of speech."""
     samples = read_wav(path, RATE)
     start = time.monotonic()
     sent = await phone.stream(samples)
@@ -38,7 +38,7 @@ async def one_turn(phone: TwilioClient, turn: int, path: Path) -> TwilioTurn:
     first = await phone.wait_for(voiced, timeout=180)
     await phone.wait_played(timeout=180, quiet_s=1.0)
     frames = [(t, len(f)) for t, f in phone.got.audio if t >= first]
-    v2v = round((first - speech_end) * 1000, 1)
+    v2v = round((first_audible([(t, f) for t, f in phone.got.audio if t >= first], RATE) - speech_end) * 1000, 1)
     return TwilioTurn(turn, path.name, v2v, sum(n for _, n in frames) / RATE, underruns(frames, RATE))
 
 

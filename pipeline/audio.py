@@ -1,6 +1,9 @@
-"""PCM16 and G.711 (mu-law, A-law) conversions and resampling (soxr) for mono audio."""
+"""PCM16 and G.711 (mu-law, A-law) conversions and resampling (one-shot with soxr, streamed with a low-delay polyphase
+filter) for mono audio."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import soxr
@@ -88,17 +91,62 @@ def resample(samples: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:
 
 
 class StreamResampler:
-    """Resamples a stream chunk by chunk with filter state carried across chunks."""
+    """Resamples a stream chunk by chunk, with 2-5 ms of delay: a polyphase Kaiser-windowed sinc (about 70 dB of
+    stopband, passband to 0.44 of the lower rate: 3.5 kHz of a phone's 8) whose history carries across chunks. Each
+    output sample is given as soon as the input it needs has arrived; `last` flushes the tail. soxr's streams hold
+    back 20-110 ms in blocks, which a caller would wait for at the end of every turn."""
 
-    def __init__(self, rate_in: int, rate_out: int) -> None:
+    def __init__(self, rate_in: int, rate_out: int, stopband_db: float = 70.0) -> None:
         self.rate_in, self.rate_out = rate_in, rate_out
-        self._stream = None if rate_in == rate_out else soxr.ResampleStream(rate_in, rate_out, 1, dtype="float32", quality="HQ")
+        g = math.gcd(rate_in, rate_out)
+        self.up, self.down = rate_out // g, rate_in // g
+        low, fast = min(rate_in, rate_out), rate_in * self.up
+        transition = 2 * np.pi * 0.06 * low / fast
+        half = int(np.ceil((stopband_db - 8) / (2.285 * transition) / 2))
+        n = np.arange(-half, half + 1)
+        cutoff = 0.47 * low / fast  # cycles per upsampled sample
+        h = 2 * cutoff * np.sinc(2 * cutoff * n) * np.kaiser(len(n), 0.1102 * (stopband_db - 8.7)) * self.up
+        self.delay, self.taps = half, -(-len(h) // self.up)
+        padded = np.zeros(self.taps * self.up)
+        padded[: len(h)] = h
+        self.phases = padded.reshape(self.taps, self.up).T.astype(np.float32)  # phases[p, t] = h[p + t * up]
+        self.history = np.zeros(0, np.float32)  # input from absolute index `start`
+        self.start = 0
+        self.received = 0
+        self.next = 0  # the next output sample
 
     def __call__(self, samples: np.ndarray, last: bool = False) -> np.ndarray:
-        if self._stream is None:
-            return samples.astype(np.float32, copy=False)
-        return self._stream.resample_chunk(samples.astype(np.float32, copy=False), last=last)
+        samples = samples.astype(np.float32, copy=False)
+        if self.up == self.down:
+            return samples
+        self.history = np.concatenate([self.history, samples])
+        self.received += len(samples)
+        if last:
+            end = -(-self.received * self.up // self.down)  # every output inside the input
+        else:  # every output whose newest tap has arrived
+            end = ((self.received - 1) * self.up - self.delay) // self.down + 1
+        if end <= self.next:
+            return np.zeros(0, np.float32)
+        top = np.arange(self.next, end) * self.down + self.delay  # newest upsampled position each output reads
+        index = (top // self.up)[:, None] - np.arange(self.taps)[None, :] - self.start
+        inside = (index >= 0) & (index < len(self.history))
+        x = np.where(inside, self.history[np.clip(index, 0, max(len(self.history) - 1, 0))], 0.0)
+        out = np.einsum("ij,ij->i", self.phases[top % self.up], x).astype(np.float32)
+        self.next = end
+        keep_from = max((end * self.down + self.delay) // self.up - self.taps + 1 - self.start, 0)
+        self.history, self.start = self.history[keep_from:], self.start + keep_from
+        return out
 
 
 def rms(samples: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(samples)))) if len(samples) else 0.0
+
+
+def trim_leading_silence(samples: np.ndarray, rate: int, below_peak_db: float = 40.0, keep_ms: float = 20.0) -> np.ndarray:
+    """Drop the silence before the first sample within `below_peak_db` of the peak, keeping `keep_ms` of it: a voice's
+    lead-in (Piper's is 40-65 ms) is time the caller waits for nothing."""
+    if not len(samples):
+        return samples
+    level = np.abs(samples)
+    onset = int(np.argmax(level >= level.max() * 10 ** (-below_peak_db / 20)))
+    return samples[max(onset - int(rate * keep_ms / 1000), 0) :]

@@ -13,7 +13,7 @@ import numpy as np
 
 from pipeline.actions import post_json
 from pipeline.agent_turn import Control, Draft, Part, Turn, ms_since, one_line, reply_text, start_hold
-from pipeline.audio import resample
+from pipeline.audio import resample, trim_leading_silence
 from pipeline.clauses import ClauseSplitter
 from pipeline.io import AudioIn, CallControlError, CallIO, Closing, DtmfIn, HangUp, Inbound, TextIn
 from pipeline.listening import CallerAudio
@@ -370,6 +370,7 @@ class Call:
             return
         ready, rate = time.monotonic(), self.stages.tts.sample_rate
         if first:
+            audio = trim_leading_silence(audio, rate)
             turn.tts_ttfb_ms = ms_since(t0)
             turn.timeline["tts_first_audio"] = (t0, ready)
         await self._commit(turn, unsent)

@@ -1,11 +1,11 @@
-"""PCM16 conversion and soxr resampling (one-shot and streamed)."""
+"""PCM16 conversion and resampling (one-shot with soxr, streamed with the low-delay polyphase filter)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pipeline.audio import StreamResampler, float_to_pcm16, pcm16_to_float, resample, rms
+from pipeline.audio import StreamResampler, float_to_pcm16, pcm16_to_float, resample, rms, trim_leading_silence
 
 
 def tones(rate: int, seconds: float = 1.0, freqs=(440.0, 1000.0), amp: float = 0.3) -> np.ndarray:
@@ -137,3 +137,32 @@ def test_rms():
     assert rms(np.zeros(0, dtype=np.float32)) == 0.0
     assert rms(np.full(100, 0.5, dtype=np.float32)) == pytest.approx(0.5)
     assert rms(tones(16000, freqs=(1000.0,), amp=1.0)) == pytest.approx(1 / np.sqrt(2), rel=1e-3)
+
+
+def test_trim_leading_silence_keeps_a_short_lead_in():
+    rate = 16000
+    tone = 0.5 * np.cos(np.arange(rate // 4) * 2 * np.pi * 220 / rate).astype(np.float32)
+    lead = np.full(rate * 60 // 1000, 1e-4, np.float32)  # 60 ms of near silence
+    trimmed = trim_leading_silence(np.concatenate([lead, tone]), rate)
+    assert len(trimmed) == len(tone) + rate * 20 // 1000
+    assert len(trim_leading_silence(np.zeros(100, np.float32), rate)) == 100
+    assert len(trim_leading_silence(tone, rate)) == len(tone)
+
+
+def test_first_clause_of_a_piper_reply_starts_at_once(stages):
+    audio = np.concatenate(stages.tts.synthesize("A checked bag costs thirty five dollars."))
+    loud = np.abs(audio) >= np.abs(audio).max() / 100
+    assert np.argmax(loud) > stages.tts.sample_rate * 0.03, "Piper's own lead-in, which the trim is for"
+    trimmed = trim_leading_silence(audio, stages.tts.sample_rate)
+    assert np.argmax(np.abs(trimmed) >= np.abs(audio).max() / 100) <= stages.tts.sample_rate * 0.021
+
+
+@pytest.mark.parametrize(("rate_in", "rate_out"), [(48000, 16000), (8000, 16000), (16000, 48000), (44100, 16000)])
+def test_stream_resampler_hands_each_chunk_on_at_once(rate_in, rate_out):
+    """Caller audio reaches VAD with at most 5 ms held back (soxr's streams hold 20-110 ms at these rates)."""
+    stream, chunk = StreamResampler(rate_in, rate_out), rate_in // 50
+    x = tones(rate_in)
+    given = 0
+    for k in range(len(x) // chunk):
+        given += len(stream(x[k * chunk : (k + 1) * chunk]))
+        assert (k + 1) * chunk * rate_out / rate_in - given <= rate_out * 0.005

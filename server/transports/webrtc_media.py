@@ -9,8 +9,10 @@ from fractions import Fraction
 
 import numpy as np
 from aiortc import MediaStreamTrack, RTCRtpReceiver
-from aiortc.jitterbuffer import JitterBuffer
+from aiortc.jitterbuffer import JitterFrame
 from aiortc.mediastreams import MediaStreamError
+from aiortc.rtp import RtpPacket
+from aiortc.utils import uint16_add
 from av import AudioFrame
 
 RATE = 48000  # Opus's clock: aiortc decodes to it and the agent track is sent at it
@@ -18,11 +20,54 @@ FRAME_MS = 20
 JITTER_ATTRIBUTE = "_RTCRtpReceiver__jitter_buffer"  # aiortc 1.16's receiver; checked by tests/test_webrtc.py
 
 
+class NextPacketBuffer:
+    """An audio jitter buffer that hands each RTP packet on as its frame as soon as it is next in sequence.
+
+    An Opus packet is one whole 20 ms frame, yet aiortc's audio buffer waits for the following packet to call a frame
+    complete (20 ms) and keeps four frames before it hands one on (80 ms). Here a missing packet is given up once
+    `skip_after` later ones wait, a packet behind one already handed on is dropped, and at most `max_lag` frames wait
+    behind the one handed on (older ones are dropped), so a lost or reordered packet never adds lasting delay."""
+
+    def __init__(self, skip_after: int = 2, max_lag: int = 1, capacity: int = 16) -> None:
+        self.skip_after, self.max_lag, self.capacity = skip_after, max_lag, capacity
+        self.next: int | None = None
+        self.waiting: dict[int, RtpPacket] = {}
+
+    def _ahead(self, seq: int) -> int:
+        return uint16_add(seq, -self.next)
+
+    def _skip_to_oldest(self) -> None:
+        self.next = min(self.waiting, key=self._ahead)
+
+    def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
+        """aiortc's JitterBuffer.add: (no picture-loss flag, the next frame or None)."""
+        if self.next is None:
+            self.next = packet.sequence_number
+        ahead = self._ahead(packet.sequence_number)
+        if ahead >= 0x8000:
+            return False, None
+        if ahead >= self.capacity:  # a jump (a restarted sender, a long outage): start again from here
+            self.waiting.clear()
+            self.next = packet.sequence_number
+        self.waiting[packet.sequence_number] = packet
+        if self.next not in self.waiting:
+            if len(self.waiting) < self.skip_after:
+                return False, None
+            self._skip_to_oldest()
+        ready = self.waiting.pop(self.next)
+        self.next = uint16_add(self.next, 1)
+        while len(self.waiting) > self.max_lag:
+            self._skip_to_oldest()
+            del self.waiting[self.next]
+            self.next = uint16_add(self.next, 1)
+        return False, JitterFrame(data=ready._data, timestamp=ready.timestamp)
+
+
 def hand_on_at_once(receiver: RTCRtpReceiver) -> None:
-    """Caller audio goes to VAD, not to a speaker: hand each frame on as soon as it is whole. aiortc's audio receiver
-    holds four frames (80 ms) for smooth playout, which here would only delay the end of every turn."""
+    """Give an audio receiver the NextPacketBuffer: caller audio goes to VAD, and a bench times arrival, without the
+    playout delay of aiortc's own buffer."""
     if hasattr(receiver, JITTER_ATTRIBUTE):
-        setattr(receiver, JITTER_ATTRIBUTE, JitterBuffer(capacity=16, prefetch=1))
+        setattr(receiver, JITTER_ATTRIBUTE, NextPacketBuffer())
 
 
 class PacedTrack(MediaStreamTrack):
