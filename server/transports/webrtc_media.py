@@ -26,7 +26,7 @@ class NextPacketBuffer:
     An Opus packet is one whole 20 ms frame, yet aiortc's audio buffer waits for the following packet to call a frame
     complete (20 ms) and keeps four frames before it hands one on (80 ms). Here a missing packet is given up once
     `skip_after` later ones wait, a packet behind one already handed on is dropped, and at most `max_lag` frames wait
-    behind the one handed on (older ones are dropped), so a lost or reordered packet never adds lasting delay."""
+    behind the one handed on (older ones are dropped), so a lost or reordered packet adds at most one frame of delay."""
 
     def __init__(self, skip_after: int = 2, max_lag: int = 1, capacity: int = 16) -> None:
         self.skip_after, self.max_lag, self.capacity = skip_after, max_lag, capacity
