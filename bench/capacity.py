@@ -122,8 +122,8 @@ def main(url: str | None, profile: str, max_calls: int, seconds: float, out: Pat
         for calls in levels_up_to(max_calls):
             levels.append(asyncio.run(run_level(target, profile, wavs, calls, seconds)))
 
-    if url is None:
-        with OwnServer() as own:
+    if url is None:  # a call that ended holds its slot until it is stored, while its caller's next call starts
+        with OwnServer(env={"TALKLINE_MAX_CALLS": str(2 * max_calls)}) as own:
             run(own.url)
     else:
         run(url.removesuffix("/ws/call"))

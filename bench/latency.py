@@ -167,9 +167,10 @@ def free_port() -> int:
 class OwnServer:
     """`talkline serve` in a subprocess on a free loopback port."""
 
-    def __init__(self, port: int = 0, db: str | None = None) -> None:
+    def __init__(self, port: int = 0, db: str | None = None, env: dict[str, str] | None = None) -> None:
         self.port = port or free_port()
         self.db = db or f"sqlite:////tmp/talkline-bench-{os.getpid()}.db"
+        self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -182,7 +183,7 @@ class OwnServer:
 
     def __enter__(self) -> OwnServer:
         cmd = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port), "--db", self.db, "--log-level", "warning"]
-        self.proc = subprocess.Popen(cmd)
+        self.proc = subprocess.Popen(cmd, env=self.env)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and self.proc.poll() is None:
             with contextlib.suppress(httpx.HTTPError):
