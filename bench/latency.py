@@ -101,7 +101,7 @@ async def run_turn(client: CallClient | RtcClient, path: Path, call_no: int, tur
     first = next((k for k, (_, f) in enumerate(turn_audio) if np.abs(f).max(initial=0) > SILENT_PEAK), None)
     frames = [(t, len(f)) for t, f in turn_audio[first:]] if first is not None else []
     metrics = client.got.of("metrics")[metrics_before:]
-    heard = first_audible([(t, f) for t, f in turn_audio if t > speech_end], RATE)
+    heard = first_audible(turn_audio[first:], RATE) if first is not None else None
     v2v = round((heard - speech_end) * 1000, 1) if heard is not None else None
     return TurnResult(call_no, turn_no, path.name, v2v, underruns(frames, RATE), metrics[0] if metrics else {})
 

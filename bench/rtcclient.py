@@ -43,8 +43,7 @@ class RtcClient(RealtimeCaller):
     async def __aenter__(self) -> RtcClient:
         self.pc = pc = RTCPeerConnection()
         pc.addTrack(self.mic)
-        for transceiver in pc.getTransceivers():  # agent audio is timed on arrival, as CallClient times it
-            hand_on_at_once(transceiver.receiver)
+        hand_on_at_once(pc)  # agent audio is timed on arrival, as CallClient times it
         self.channel = pc.createDataChannel("talkline")
         self.channel.on("message", self._on_message)
         pc.on("track", self._on_track)

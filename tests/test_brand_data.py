@@ -13,6 +13,7 @@ from pipeline.profile import parse_profile
 from pipeline.spoken import speakable
 from training.checks import run_checks
 from training.data.brands import brand_names
+from training.data.generate import write_jsonl
 from training.data.realistic.brands import make_real_brand, value_gen
 from training.data.realistic.callers import caller_pool
 from training.data.realistic.generate import SCENARIOS_PATH, BrandDataConfig, make_brands, scenarios
@@ -138,7 +139,7 @@ def test_a_pool_that_breaks_the_schema_is_refused_with_its_place():
         parse_pool(raw, "train", "x.yaml")
 
 
-def test_the_transfer_phrasings_are_new_and_the_committed_file_is_their_output():
+def test_the_transfer_phrasings_are_new_and_the_committed_file_is_their_output(tmp_path):
     from training.data import generic
     from training.data.transfer_phrasings import PHRASINGS
     from training.data.transfer_phrasings import SCENARIOS_PATH as TRANSFER_PATH
@@ -148,6 +149,7 @@ def test_the_transfer_phrasings_are_new_and_the_committed_file_is_their_output()
     assert len(PHRASINGS) == 20 and len({skeleton(p) for p in PHRASINGS}) == 20
     assert not {skeleton(p) for p in PHRASINGS} & trained
     rows = transfer_scenarios(SCENARIOS_PATH)
-    assert TRANSFER_PATH.read_text(encoding="utf-8") == "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+    write_jsonl(tmp_path / "transfer.jsonl", rows)
+    assert TRANSFER_PATH.read_text(encoding="utf-8") == (tmp_path / "transfer.jsonl").read_text(encoding="utf-8")
     for r in rows:
         assert r["checks"]["action"] == "transfer_to_human" and "transfer_to_human" in {t["name"] for t in r["profile"]["tools"]}

@@ -144,8 +144,7 @@ class PeerCall:
             if not any(t.kind == "audio" for t in self.pc.getTransceivers()):
                 why = "the offer has no audio section (m=audio): add a microphone track or an audio transceiver"
                 raise OfferError(400, "no_audio", why)
-            for transceiver in self.pc.getTransceivers():
-                hand_on_at_once(transceiver.receiver)
+            hand_on_at_once(self.pc)
             self.pc.addTrack(self.io.track)
             await self.pc.setLocalDescription(await self.pc.createAnswer())
         except OfferError:

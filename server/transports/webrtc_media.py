@@ -8,7 +8,7 @@ import time
 from fractions import Fraction
 
 import numpy as np
-from aiortc import MediaStreamTrack, RTCRtpReceiver
+from aiortc import MediaStreamTrack, RTCPeerConnection
 from aiortc.jitterbuffer import JitterFrame
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtp import RtpPacket
@@ -63,11 +63,12 @@ class NextPacketBuffer:
         return False, JitterFrame(data=ready._data, timestamp=ready.timestamp)
 
 
-def hand_on_at_once(receiver: RTCRtpReceiver) -> None:
-    """Give an audio receiver the NextPacketBuffer: caller audio goes to VAD, and a bench times arrival, without the
-    playout delay of aiortc's own buffer."""
-    if hasattr(receiver, JITTER_ATTRIBUTE):
-        setattr(receiver, JITTER_ATTRIBUTE, NextPacketBuffer())
+def hand_on_at_once(pc: RTCPeerConnection) -> None:
+    """Give the peer connection's receivers the NextPacketBuffer: caller audio goes to VAD, and a bench times arrival,
+    without the playout delay of aiortc's own buffer."""
+    for transceiver in pc.getTransceivers():
+        if transceiver.kind == "audio" and hasattr(transceiver.receiver, JITTER_ATTRIBUTE):
+            setattr(transceiver.receiver, JITTER_ATTRIBUTE, NextPacketBuffer())
 
 
 class PacedTrack(MediaStreamTrack):
