@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterator
@@ -11,8 +12,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
 
 from models import assets
+from models.batching import ForwardBatcher
 from models.eagle3 import DrafterCache, Eagle3Drafter, load_drafter
 from models.invariance import make_batch_invariant
+from models.packed import packable
 from models.phrases import PHRASES_NAME, PhraseMemory
 from models.quantize import with_weights
 from models.session import GenerationStats, Session
@@ -48,7 +51,10 @@ class Detokenizer:
 
 
 class Engine:
-    """A causal LM with its tokenizer and an optional EAGLE3 drafter; generation runs in the caller's thread."""
+    """A causal LM with its tokenizer and an optional EAGLE3 drafter; generation runs in the caller's thread.
+
+    With `batching`, the target forwards of all sessions run on one worker thread, and those waiting at the same
+    moment share one forward (`models/batching.py`); each session's output is unchanged."""
 
     def __init__(
         self,
@@ -60,8 +66,10 @@ class Engine:
         prompt_lookup: bool = False,
         phrases: PhraseMemory | None = None,
         learn_phrases: bool = True,
+        batching: bool = False,
     ) -> None:
         self.model = make_batch_invariant(model.eval())
+        self.batcher = ForwardBatcher(self.model) if batching and packable(self.model) else None
         self.tokenizer = tokenizer
         stop = {tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(list(STOP_TOKENS))} - {tokenizer.unk_token_id}
         self.stop_ids = {t for t in stop if isinstance(t, int) and t >= 0}
@@ -81,16 +89,18 @@ class Engine:
         model: str = "tuned",
         spec: SpecConfig | None = None,
         weights: str = "bf16",
+        batching: bool = False,
     ) -> Engine:
         """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2),
         decoding speculatively as `spec` says (None, or no drafter in it: plain greedy decoding). With prompt lookup
         and phrases on, the drafter folder's phrase memory (`phrases.json`) comes along. `weights` int8 quantizes
-        the linear layers of the model and the drafter (`models/quantize.py`)."""
+        the linear layers of the model and the drafter (`models/quantize.py`); `batching` shares target forwards
+        between concurrent sessions."""
         path = path or assets.llm_dir(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
         lm = with_weights(AutoModelForCausalLM.from_pretrained(path, dtype=dtype), weights)
         if spec is None or spec.drafter is None:
-            return cls(lm, tokenizer)
+            return cls(lm, tokenizer, batching=batching)
         shipped = Path(spec.drafter) / PHRASES_NAME
         memory = PhraseMemory.load(shipped) if spec.prompt_lookup and spec.phrases and shipped.exists() else None
         return cls(
@@ -102,6 +112,7 @@ class Engine:
             spec.prompt_lookup,
             memory,
             spec.learn_phrases,
+            batching,
         )
 
     def set_drafter(self, drafter: Eagle3Drafter | None) -> None:
@@ -118,7 +129,7 @@ class Engine:
         self.drafter = drafter
 
     def new_session(self) -> Session:
-        session = Session(cache=DynamicCache(config=self.model.config))
+        session = Session(cache=DynamicCache(config=self.model.config), runner=self.batcher.forward if self.batcher else None)
         if self.drafter is not None:
             session.aux_layers, session.draft_cache = list(self.drafter.config.aux_layer_ids), DrafterCache()
         return session
@@ -174,14 +185,15 @@ class Engine:
                 )
             reply: list[int] = []
             try:
-                for token in itertools.chain([first], rest):
-                    reply.append(token)
-                    if token in self.stop_ids and not ignore_eos:
-                        break
-                    stats.new_tokens += 1
-                    yield token
-                    if cancelled() or stats.new_tokens >= max_new_tokens:
-                        break
+                with self.batcher.decoding() if self.batcher else contextlib.nullcontext():
+                    for token in itertools.chain([first], rest):
+                        reply.append(token)
+                        if token in self.stop_ids and not ignore_eos:
+                            break
+                        stats.new_tokens += 1
+                        yield token
+                        if cancelled() or stats.new_tokens >= max_new_tokens:
+                            break
             finally:
                 stats.decode_s = time.perf_counter() - t0 - stats.prefill_s
                 if self.phrases is not None and self.learn_phrases:

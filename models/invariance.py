@@ -30,6 +30,9 @@ def rowwise_attention(
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """query [B, Hq, T, D], key/value [B, Hkv, S, D] -> ([B, T, Hq, D], None); causal, cache-aligned."""
+    packed = kwargs.get("packed")  # several sessions' rows in one forward (models/packed.py)
+    if packed is not None:
+        return packed.attend(query, scaling if scaling is not None else query.shape[-1] ** -0.5), None
     rows, total = query.shape[2], key.shape[2]
     if query.shape[0] != 1:
         raise ValueError("the embedded engine runs one sequence per forward")

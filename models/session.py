@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -41,7 +42,8 @@ class Session:
     """One conversation's KV cache; `ids` are exactly the tokens whose keys and values it holds.
 
     With a drafter, `aux` holds the target features [len(ids), 3H] the drafter reads, and `draft_cache`
-    the drafter's own KV cache (position p was fed the embedding of ids[p+1]).
+    the drafter's own KV cache (position p was fed the embedding of ids[p+1]). With a `runner` (the engine's
+    `ForwardBatcher.forward`), target forwards go through it, so concurrent sessions share them.
     """
 
     cache: DynamicCache
@@ -50,6 +52,7 @@ class Session:
     aux_layers: list[int] | None = None
     aux: torch.Tensor | None = None
     draft_cache: DrafterCache | None = None
+    runner: Callable[[Session, list[int]], torch.Tensor] | None = None
 
     def crop(self, n: int) -> None:
         if n < len(self.ids):
@@ -62,13 +65,29 @@ class Session:
 
     def forward(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
         """Run new tokens through the model on top of the cache; logits [len(new_ids), vocab]."""
+        if self.runner is not None:
+            return self.runner(self, new_ids)
+        return self.forward_alone(model, new_ids)
+
+    def forward_alone(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
+        """`forward` in a forward of this session's tokens only."""
         features = self.aux_layers is not None
         out = model(input_ids=torch.tensor([new_ids]), cache=self.cache, use_cache=True, output_hidden_states=features)
-        self.ids.extend(new_ids)
-        if features:  # layer i's output is hidden_states[i + 1]
-            aux = torch.cat([out.hidden_states[i + 1][0] for i in self.aux_layers], dim=-1)  # [T, 3H]
-            self.aux = aux if self.aux is None else torch.cat([self.aux, aux])
+        self.record(new_ids, {i: out.hidden_states[i + 1][0] for i in self.aux_layers} if features else {})  # layer i's output
         return out.logits[0].float()
+
+    def record(self, new_ids: list[int], layer_outputs: dict[int, torch.Tensor]) -> None:
+        """The cache now holds `new_ids` too; keep the drafter's features from the outputs [T, H] of the aux layers."""
+        self.ids.extend(new_ids)
+        if self.aux_layers is not None:
+            aux = torch.cat([layer_outputs[i] for i in self.aux_layers], dim=-1)  # [T, 3H]
+            self.aux = aux if self.aux is None else torch.cat([self.aux, aux])
+
+    def repair(self) -> None:
+        """After a failed forward: drop the keys and values beyond `ids` that some layers may hold."""
+        for layer in self.cache.layers:
+            if (extra := layer.get_seq_length() - len(self.ids)) > 0:
+                layer.crop(-extra)
 
     def extend(self, model: torch.nn.Module, ids: list[int], min_new: int = 0) -> tuple[torch.Tensor | None, int]:
         """Make the cache hold exactly `ids`: keep the cached common prefix (leaving at least `min_new` tokens to

@@ -73,7 +73,8 @@ def build_llm(settings: Settings) -> LLMBackend:
     from models.engine import Engine
 
     torch.set_num_threads(settings.threads.llm)
-    return EmbeddedLLM(Engine.load(settings.model_path, spec=settings.spec, weights=settings.llm_weights))
+    engine = Engine.load(settings.model_path, spec=settings.spec, weights=settings.llm_weights, batching=settings.llm_batching)
+    return EmbeddedLLM(engine)
 
 
 def build_stages(settings: Settings, profiles: Iterable[Profile] = ()) -> Stages:

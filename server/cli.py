@@ -34,6 +34,14 @@ Weights = Annotated[
     str,
     typer.Option(envvar="TALKLINE_LLM_WEIGHTS", help="embedded LLM linear weights: bf16, or int8 (weight-only, models/quantize.py)"),
 ]
+Batching = Annotated[
+    bool | None,
+    typer.Option(
+        "--batching/--no-batching",
+        help="concurrent conversations share the embedded engine's decode forwards (continuous batching; output "
+        "unchanged) [TALKLINE_LLM_BATCHING, on]",
+    ),
+]
 PROMPT_LOOKUP_HELP = (
     "greedy chains also draft what followed the same tokens earlier in the conversation, else in the "
     "target's past replies (the drafter's phrases.json, grown by each reply)"
@@ -74,6 +82,7 @@ def serve(
     min_draft_confidence: MinDraftConfidence = None,
     prompt_lookup: PromptLookup = None,
     weights: Weights = "bf16",
+    batching: Batching = None,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Run the voice server on HOST:PORT; a flag overrides its TALKLINE_* variable, which Settings reads."""
@@ -95,6 +104,7 @@ def serve(
         llm_url=llm_url,
         llm_timeout=llm_timeout,
         llm_weights=weights,
+        llm_batching=batching,
     )
     settings.spec = spec_from_env(
         spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence, prompt_lookup=prompt_lookup
@@ -117,6 +127,7 @@ def engine_command(
     min_draft_confidence: MinDraftConfidence = None,
     prompt_lookup: PromptLookup = None,
     weights: Weights = "bf16",
+    batching: Batching = None,
     cache_tokens: Annotated[
         int,
         typer.Option(
@@ -137,7 +148,7 @@ def engine_command(
     config = spec_from_env(
         spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence, prompt_lookup=prompt_lookup
     )
-    engine = Engine.load(llm_dir(model), spec=config, weights=weights)
+    engine = Engine.load(llm_dir(model), spec=config, weights=weights, batching=_settings(llm_batching=batching).llm_batching)
     web = create_engine_app(engine, config and config.drafter, cache_tokens=cache_tokens)
     uvicorn.run(web, host=host, port=port, log_level=log_level)
 
@@ -188,6 +199,21 @@ def bench_endpointing(
     from bench import endpointing
 
     endpointing.main(out, seed, wav or [])
+
+
+@bench_app.command("batching")
+def bench_batching(
+    prompts: Annotated[Path, typer.Option(help="JSONL: {profile, messages} per line")] = Path("bench/prompts.jsonl"),
+    streams: Annotated[list[int] | None, typer.Option("--streams", help="concurrent replies per level; repeat it")] = None,
+    rounds: Annotated[int, typer.Option(help="alternating runs without and with batching per level")] = 1,
+    max_new_tokens: Annotated[int, typer.Option()] = 64,
+    out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+) -> None:
+    """Concurrent replies on the served engine, each forward alone against continuous batching: tokens/s, first
+    token and reply time, and whether the outputs are the same."""
+    from bench import batching
+
+    batching.main(prompts, streams or [1, 2, 4, 8], rounds, max_new_tokens, out)
 
 
 @bench_app.command("spec")
