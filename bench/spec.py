@@ -124,23 +124,27 @@ def main(
     untrained: bool = False,
     model: str = "tuned",
     weights: str = "bf16",
+    batching: bool = True,
 ) -> dict:
     """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them), each with the facts retrieved for
-    its last turn as a call has them; `untrained` (or a config without a drafter) drafts with a random drafter. Print
-    and return the report."""
+    its last turn as a call has them; `untrained` (or a config without a drafter) drafts with a random drafter;
+    `batching` runs the forwards through the engine's batcher, as served. Print and return the report."""
     torch.set_num_threads(threads)
     retriever = Retriever(Embedder()) if retrieval else None
     prompts = sample_prompts(load_prompts(prompts_file), limit)
-    plain = Engine.load(model=model, weights=weights)
+    plain = Engine.load(model=model, weights=weights, batching=batching)
     untrained = untrained or config.drafter is None
     if untrained:
         draft = random_drafter(plain.model.config, 8192, seed=0)
-        spec = Engine(plain.model, plain.tokenizer, draft, config.draft_tokens, config.min_confidence, config.prompt_lookup)
+        spec = Engine(
+            plain.model, plain.tokenizer, draft, config.draft_tokens, config.min_confidence, config.prompt_lookup, batching=batching
+        )
     else:
-        spec = Engine.load(model=model, spec=config, weights=weights)
+        spec = Engine.load(model=model, spec=config, weights=weights, batching=batching)
     report = {
         "model": model,
         "weights": weights,
+        "batching": batching,
         "drafter": "random (untrained, seed 0)" if untrained else str(config.drafter),
         "threads": threads,
         "prompts_file": str(prompts_file),

@@ -232,6 +232,7 @@ def bench_spec(
     retrieval: Annotated[bool, typer.Option(help="the facts retrieved for the turn before its last message, as served")] = True,
     model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tuned",
     weights: Weights = "bf16",
+    batching: Batching = None,
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness. Without flags it
     measures what `talkline serve` runs; flags switch parts off for comparisons."""
@@ -247,7 +248,18 @@ def bench_spec(
         phrases=phrases,
         learn_phrases=learn_phrases,
     )
-    spec.main(prompts, config, max_new_tokens, out, limit=limit, retrieval=retrieval, untrained=untrained, model=model, weights=weights)
+    spec.main(
+        prompts,
+        config,
+        max_new_tokens,
+        out,
+        limit=limit,
+        retrieval=retrieval,
+        untrained=untrained,
+        model=model,
+        weights=weights,
+        batching=_settings(llm_batching=batching).llm_batching,
+    )
 
 
 @bench_app.command("retrieval")
