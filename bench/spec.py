@@ -124,7 +124,7 @@ def main(
     untrained: bool = False,
     model: str = "tuned",
     weights: str = "bf16",
-    batching: bool = True,
+    batching: bool = False,
 ) -> dict:
     """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them), each with the facts retrieved for
     its last turn as a call has them; `untrained` (or a config without a drafter) drafts with a random drafter;

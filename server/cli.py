@@ -39,7 +39,7 @@ Batching = Annotated[
     typer.Option(
         "--batching/--no-batching",
         help="concurrent conversations share the embedded engine's decode forwards (continuous batching; output "
-        "unchanged) [TALKLINE_LLM_BATCHING, on]",
+        "unchanged) [TALKLINE_LLM_BATCHING, off]",
     ),
 ]
 PROMPT_LOOKUP_HELP = (

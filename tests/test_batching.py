@@ -34,10 +34,16 @@ def chat(engine: Engine, question: str) -> list[int]:
     return engine.encode_chat([{"role": "user", "content": question}])
 
 
-def test_the_served_engine_batches_unless_turned_off(stages, monkeypatch):
-    assert stages.llm.engine.batcher is not None
-    monkeypatch.setenv("TALKLINE_LLM_BATCHING", "0")
+@pytest.fixture(scope="module")
+def batched(alone) -> Engine:
+    return Engine(alone.model, alone.tokenizer, batching=True)
+
+
+def test_batching_is_a_setting(monkeypatch):
+    monkeypatch.delenv("TALKLINE_LLM_BATCHING", raising=False)
     assert Settings().llm_batching is False
+    monkeypatch.setenv("TALKLINE_LLM_BATCHING", "1")
+    assert Settings().llm_batching is True
 
 
 @pytest.mark.parametrize("kind", ["bf16", "int8"])
@@ -103,8 +109,8 @@ def test_concurrent_speculative_replies_are_unchanged_and_share_forwards(stages,
     assert batched.batcher.stats.packed_forwards > 0
 
 
-def test_a_prefill_runs_in_the_callers_thread_and_a_failed_forward_reaches_its_caller(stages):
-    engine = stages.llm.engine
+def test_a_prefill_runs_in_the_callers_thread_and_a_failed_forward_reaches_its_caller(batched):
+    engine = batched
     jobs = engine.batcher.stats.jobs
     session = engine.new_session()
     engine.prefill(session, chat(engine, QUESTIONS[0]))
