@@ -9,16 +9,12 @@ from pathlib import Path
 
 import torch
 
-from bench.spec import load_prompts, median_ms
+from bench.latency import percentile
+from bench.spec import load_prompts
 from models.embedder import Embedder
 from models.engine import Engine
 from models.spec_config import SpecConfig
 from pipeline.retrieval import Retriever, served_messages
-
-
-def p95_ms(values: list[float]) -> float:
-    return round(sorted(values)[max(0, int(round(0.95 * len(values))) - 1)] * 1000, 1) if values else 0.0
-
 
 WARM_ALL_BUT = 64  # prompt tokens a reply prefills itself; the rest is warmed first, as a call warms a turn while the caller speaks
 
@@ -59,10 +55,11 @@ def run_level(engine: Engine, prompts: list[list[int]], streams: int, max_new: i
         "tokens": tokens,
         "wall_s": round(wall, 2),
         "tok_s": round(tokens / wall, 1),
-        "ttft_p50_ms": median_ms(ttft),
-        "ttft_p95_ms": p95_ms(ttft),
-        "reply_p50_ms": median_ms(reply_s),
-        "reply_p95_ms": p95_ms(reply_s),
+        **{
+            f"{name}_p{q}_ms": percentile([v * 1000 for v in values], q)
+            for name, values in (("ttft", ttft), ("reply", reply_s))
+            for q in (50, 95)
+        },
         "packed_share": (
             round((engine.batcher.stats.packed_forwards - packed_before) / max(1, engine.batcher.stats.forwards - forwards_before), 2)
             if engine.batcher

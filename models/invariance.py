@@ -30,9 +30,10 @@ def rowwise_attention(
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """query [B, Hq, T, D], key/value [B, Hkv, S, D] -> ([B, T, Hq, D], None); causal, cache-aligned."""
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     packed = kwargs.get("packed")  # several sessions' rows in one forward (models/packed.py)
     if packed is not None:
-        return packed.attend(query, scaling if scaling is not None else query.shape[-1] ** -0.5), None
+        return packed.attend(query, scale), None
     rows, total = query.shape[2], key.shape[2]
     if query.shape[0] != 1:
         raise ValueError("the embedded engine runs one sequence per forward")
@@ -40,12 +41,14 @@ def rowwise_attention(
         causal = torch.ones(rows, total, dtype=torch.bool).tril(diagonal=total - rows)
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=causal, scale=scaling, enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
-    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    keys, values = key[0].float(), value[0].float()  # once per layer; each row attends to a prefix view of them
-    out = [
-        one_query_attention(query[0, :, t], keys[:, : total - rows + t + 1], values[:, : total - rows + t + 1], scale) for t in range(rows)
-    ]  # each [Hq, D]
-    return torch.stack(out)[None].to(query.dtype), None
+    return torch.stack(last_rows_attention(query[0], key[0], value[0], scale))[None].to(query.dtype), None
+
+
+def last_rows_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float) -> list[torch.Tensor]:
+    """query [Hq, T, D], the last T positions of key/value [Hkv, S, D] -> T rows [Hq, D], each over its causal prefix."""
+    past = key.shape[1] - query.shape[1]
+    keys, values = key.float(), value.float()  # once per layer; each row attends to a prefix view of them
+    return [one_query_attention(query[:, t], keys[:, : past + t + 1], values[:, : past + t + 1], scale) for t in range(query.shape[1])]
 
 
 def one_query_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float) -> torch.Tensor:

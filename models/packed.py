@@ -1,7 +1,7 @@
 """One target forward over the new tokens of several sessions: the rows of all of them share each linear layer.
 
 Decoding is bound by reading the weights, so a forward over the rows of four conversations costs little more than
-over one. Each session's rows attend only to its own cache, one row at a time (`invariance.one_query_attention`),
+over one. Each session's rows attend only to its own cache, one row at a time (`invariance.last_rows_attention`),
 and every GEMM stays within `MAX_PACKED_ROWS` rows, where a row's result does not depend on the other rows: so each
 session gets exactly the logits and features a forward of its rows alone gives.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.invariance import MAX_ROWWISE, one_query_attention
+from models.invariance import MAX_ROWWISE, last_rows_attention
 from models.session import Session
 
 MAX_PACKED_ROWS = 32  # bf16 GEMMs on this CPU give each row the same bits up to 32 rows, not beyond
@@ -51,12 +51,8 @@ class PackedKV:
     def attend(self, query: torch.Tensor, scale: float) -> torch.Tensor:
         """query [1, Hq, N, D] -> [1, N, Hq, D]: each row over its own session's causal prefix."""
         out = []
-        for segment, (keys, values) in zip(self.segments, self.full):
-            keys, values = keys[0].float(), values[0].float()
-            past = keys.shape[1] - segment.rows
-            for t in range(segment.rows):
-                row = query[0, :, segment.start + t]
-                out.append(one_query_attention(row, keys[:, : past + t + 1], values[:, : past + t + 1], scale))
+        for s, (keys, values) in zip(self.segments, self.full):
+            out += last_rows_attention(query[0, :, s.start : s.start + s.rows], keys[0], values[0], scale)
         return torch.stack(out)[None].to(query.dtype)
 
 

@@ -70,7 +70,7 @@ class Session:
         return self.forward_alone(model, new_ids)
 
     def forward_alone(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
-        """`forward` in a forward of this session's tokens only."""
+        """Run new tokens through the model in a call that holds no other session's rows; logits [len(new_ids), vocab]."""
         features = self.aux_layers is not None
         out = model(input_ids=torch.tensor([new_ids]), cache=self.cache, use_cache=True, output_hidden_states=features)
         self.record(new_ids, {i: out.hidden_states[i + 1][0] for i in self.aux_layers} if features else {})  # layer i's output
