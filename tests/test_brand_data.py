@@ -15,7 +15,8 @@ from training.checks import run_checks
 from training.data.brands import brand_names
 from training.data.generate import write_jsonl
 from training.data.realistic.brands import make_real_brand, value_gen
-from training.data.realistic.callers import caller_pool
+from training.data.callers import lower_first
+from training.data.realistic.callers import caller_pool, caller_turn
 from training.data.realistic.generate import SCENARIOS_PATH, BrandDataConfig, make_brands, scenarios
 from training.data.realistic.pools import PoolError, load_pools, parse_pool
 from training.textnorm import contains, normalize
@@ -153,3 +154,17 @@ def test_the_transfer_phrasings_are_new_and_the_committed_file_is_their_output(t
     assert TRANSFER_PATH.read_text(encoding="utf-8") == (tmp_path / "transfer.jsonl").read_text(encoding="utf-8")
     for r in rows:
         assert r["checks"]["action"] == "transfer_to_human" and "transfer_to_human" in {t["name"] for t in r["profile"]["tools"]}
+
+
+def test_training_callers_frame_questions_in_composed_remarks_and_heldout_callers_never_do():
+    train, heldout = caller_pool("train"), caller_pool("heldout")
+    assert set(train.before) == set(train.after) == set(train.tones)
+    assert not heldout.before and not heldout.asides
+    ask = "How much is a day pass?"
+    rng = random.Random(5)
+    lines = [caller_turn(rng, train, tone, ask, asr_share=0) for tone in train.tones for _ in range(40)]
+    composed = [line for line in lines if any(line.startswith(b) for b in {b for bs in train.before.values() for b in bs})]
+    assert 0.25 < len(composed) / len(lines) < 0.75
+    assert all(ask in line or lower_first(ask) in line for line in lines)
+    rng = random.Random(5)
+    assert all(not any(b in caller_turn(rng, heldout, t, ask, asr_share=0) for bs in train.before.values() for b in bs) for t in heldout.tones)

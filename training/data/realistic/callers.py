@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import yaml
@@ -13,6 +13,7 @@ import yaml
 from training.data.callers import lower_first
 from training.data.realistic.pools import POOLS, SPLITS
 
+COMPOSED_SHARE = 0.5  # caller turns whose wrapper is composed from parts, where the pool has them (train)
 MISHEARD = {  # words Whisper tiny often gets wrong on the phone
     "their": "there",
     "there": "their",
@@ -48,6 +49,9 @@ class CallerPool:
     off_topic: tuple[str, ...]
     corrections: tuple[str, ...]
     fillers: tuple[str, ...]
+    before: dict[str, tuple[str, ...]] = field(default_factory=dict)  # composed wrappers: a tone's opening remarks
+    after: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ... its closing remarks
+    asides: tuple[str, ...] = ()  # ... and remarks any caller makes
 
     @property
     def tones(self) -> tuple[str, ...]:
@@ -63,6 +67,9 @@ class CallerPool:
             self.human,
             self.off_topic,
             self.corrections,
+            *self.before.values(),
+            *self.after.values(),
+            self.asides,
         ]
         return {s for g in groups for s in g}
 
@@ -73,6 +80,7 @@ def caller_pool(split: str) -> CallerPool:
         raise ValueError(f"split must be one of {SPLITS}")
     raw = yaml.safe_load((POOLS / split / "_callers.yaml").read_text(encoding="utf-8"))
     tup = lambda v: tuple(str(s) for s in v)  # noqa: E731
+    parts = raw.get("parts") or {}
     return CallerPool(
         {k: tup(v) for k, v in raw["wraps"].items()},
         tup(raw["context"]),
@@ -82,6 +90,9 @@ def caller_pool(split: str) -> CallerPool:
         tup(raw["off_topic"]),
         tup(raw["corrections"]),
         tup(raw["fillers"]),
+        {k: tup(v) for k, v in parts.get("before", {}).items()},
+        {k: tup(v) for k, v in parts.get("after", {}).items()},
+        tup(parts.get("asides", ())),
     )
 
 
@@ -103,11 +114,25 @@ def with_fillers(rng: random.Random, pool: CallerPool, text: str) -> str:
     return " ".join(words[:at] + [rng.choice(pool.fillers)] + words[at:])
 
 
+def composed_wrap(rng: random.Random, pool: CallerPool, tone: str, ask: str) -> str:
+    """The question inside remarks drawn piece by piece: the tone's opening, maybe an aside, maybe the tone's closing."""
+    pieces = [rng.choice(pool.before[tone])] if rng.random() < 0.85 else []
+    if rng.random() < 0.3:
+        pieces.append(rng.choice(pool.asides))
+    pieces.append(ask)
+    if rng.random() < 0.35:
+        pieces.append(rng.choice(pool.after[tone]))
+    return " ".join(pieces)
+
+
 def caller_turn(rng: random.Random, pool: CallerPool, tone: str, ask: str, asr_share: float = 0.3) -> str:
     """One caller turn around a question: a tone wrapper, sometimes a lead-in, sometimes as speech recognition writes it."""
     if rng.random() < 0.25:
         ask = f"{rng.choice(pool.context)} {ask}"
-    line = rng.choice(pool.wraps[tone]).format(ask=ask, ask_lc=lower_first(ask))
+    if pool.before and rng.random() < COMPOSED_SHARE:
+        line = composed_wrap(rng, pool, tone, ask)
+    else:
+        line = rng.choice(pool.wraps[tone]).format(ask=ask, ask_lc=lower_first(ask))
     if rng.random() < asr_share:
         line = asr_style(rng, with_fillers(rng, pool, line) if rng.random() < 0.5 else line)
     return line

@@ -36,7 +36,7 @@ class BrandDataConfig:
     conversations: int = 7000
     templated_conversations: int = 3000  # from `talkline train data`'s generator: record lookups, codes, tool calls
     scenarios: int = 320
-    train_kind_weights: tuple[float, ...] = (0.28, 0.12, 0.08, 0.2, 0.08, 0.06, 0.1, 0.08)  # TRAIN_KINDS order
+    train_kind_weights: tuple[float, ...] = (0.26, 0.16, 0.08, 0.2, 0.08, 0.06, 0.1, 0.06)  # TRAIN_KINDS order
     scenario_kind_weights: tuple[float, ...] = (0.4, 0.15, 0.1, 0.15, 0.1, 0.1)  # SCENARIO_KINDS order
 
 
