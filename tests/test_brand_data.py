@@ -13,9 +13,9 @@ from pipeline.profile import parse_profile
 from pipeline.spoken import speakable
 from training.checks import run_checks
 from training.data.brands import brand_names
+from training.data.callers import lower_first
 from training.data.generate import write_jsonl
 from training.data.realistic.brands import make_real_brand, value_gen
-from training.data.callers import lower_first
 from training.data.realistic.callers import caller_pool, caller_turn
 from training.data.realistic.generate import SCENARIOS_PATH, BrandDataConfig, make_brands, scenarios
 from training.data.realistic.pools import PoolError, load_pools, parse_pool
@@ -160,11 +160,14 @@ def test_training_callers_frame_questions_in_composed_remarks_and_heldout_caller
     train, heldout = caller_pool("train"), caller_pool("heldout")
     assert set(train.before) == set(train.after) == set(train.tones)
     assert not heldout.before and not heldout.asides
+    openers = {b for bs in train.before.values() for b in bs}
     ask = "How much is a day pass?"
     rng = random.Random(5)
     lines = [caller_turn(rng, train, tone, ask, asr_share=0) for tone in train.tones for _ in range(40)]
-    composed = [line for line in lines if any(line.startswith(b) for b in {b for bs in train.before.values() for b in bs})]
+    composed = [line for line in lines if any(line.startswith(b) for b in openers)]
     assert 0.25 < len(composed) / len(lines) < 0.75
     assert all(ask in line or lower_first(ask) in line for line in lines)
-    rng = random.Random(5)
-    assert all(not any(b in caller_turn(rng, heldout, t, ask, asr_share=0) for bs in train.before.values() for b in bs) for t in heldout.tones)
+    asks = [ask] + [f"{c} {ask}" for c in heldout.context]
+    for tone in heldout.tones:
+        wrapped = {w.format(ask=a, ask_lc=lower_first(a)) for w in heldout.wraps[tone] for a in asks}
+        assert all(caller_turn(rng, heldout, tone, ask, asr_share=0) in wrapped for _ in range(10))
