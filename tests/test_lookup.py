@@ -86,7 +86,7 @@ def test_chains_drafted_from_the_context_are_lossless_and_accepted(engine):
     with_lookup = Engine(engine.model, engine.tokenizer, drafter, draft_tokens=4, min_draft_confidence=0.5, prompt_lookup=True)
     prompts = load_prompts(ROOT / "bench" / "prompts.jsonl")
     accepted, forwards, base_accepted, base_forwards = 0, 0, 0, 0
-    for profile, messages in (prompts[1], prompts[5]):  # answers that repeat a profile fact
+    for profile, messages in (prompts[3], prompts[11]):  # answers that repeat a profile fact
         chat = build_messages(without_retrieval(profile), messages)  # every fact in the prompt to copy from
         want, _ = generate(plain, chat)
         got, stats = generate(with_lookup, chat)
@@ -94,5 +94,5 @@ def test_chains_drafted_from_the_context_are_lossless_and_accepted(engine):
         assert got == want == base
         accepted, forwards = accepted + stats.accepted_tokens, forwards + stats.target_forwards
         base_accepted, base_forwards = base_accepted + base_stats.accepted_tokens, base_forwards + base_stats.target_forwards
-    assert base_accepted <= 1 and accepted >= 12, (accepted, base_accepted)  # measured: 22 accepted
+    assert base_accepted <= 1 and accepted >= 12, (accepted, base_accepted)  # measured: 20 accepted
     assert forwards < base_forwards * 0.7
