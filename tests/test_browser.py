@@ -64,9 +64,10 @@ def question_wav(speech, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def barge_in_wav(speech, tmp_path_factory) -> Path:
-    """The question, then 2.5 s on (the agent is answering) the caller speaks over the reply."""
+    """A question whose answer takes ~4 s to speak, then 2.5 s on (the agent is answering) the caller speaks over it."""
+    first = speech("How much does it cost to change my flight?", 48000)
     second = speech("Sorry, one more thing, can I bring my dog on board?", 48000)
-    parts = [np.zeros(48000 * 5, np.float32), speech(QUESTION, 48000), np.zeros(120000, np.float32), second, np.zeros(96000, np.float32)]
+    parts = [np.zeros(48000 * 5, np.float32), first, np.zeros(120000, np.float32), second, np.zeros(96000, np.float32)]
     return write_wav(tmp_path_factory.mktemp("mic") / "barge-in.wav", np.concatenate(parts), 48000)
 
 
