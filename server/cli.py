@@ -134,9 +134,17 @@ def engine_command(
             envvar="TALKLINE_ENGINE_CACHE_TOKENS", help="KV cache tokens kept across requests for prefix reuse (0: none; ~23 KB each)"
         ),
     ] = 32768,
+    threads: Annotated[
+        int,
+        typer.Option(
+            envvar="TALKLINE_ENGINE_THREADS",
+            help="torch threads: 1 (as `talkline serve` gives its LLM) beside voice servers; a host of its own may use every core",
+        ),
+    ] = 1,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Serve the embedded LLM engine as an OpenAI-compatible API (/v1/chat/completions) on HOST:PORT."""
+    import torch
     import uvicorn
 
     from models.assets import llm_dir
@@ -148,6 +156,7 @@ def engine_command(
     config = spec_from_env(
         spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence, prompt_lookup=prompt_lookup
     )
+    torch.set_num_threads(threads)
     engine = Engine.load(llm_dir(model), spec=config, weights=weights, batching=_settings(llm_batching=batching).llm_batching)
     web = create_engine_app(engine, config and config.drafter, cache_tokens=cache_tokens)
     uvicorn.run(web, host=host, port=port, log_level=log_level)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 import threading
@@ -89,9 +88,8 @@ def server(stages, tmp_path_factory):
 def engine_proc():
     """The `talkline engine` subprocess, started before the in-process models load so both load at once."""
     port = free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # same intra-op threads as the in-process engine: same greedy output
     cmd = [sys.executable, "-m", "server.cli", "engine", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    proc = subprocess.Popen(cmd, cwd=ROOT)  # one torch thread by default, as the in-process engine: the same greedy output
     yield proc, f"http://127.0.0.1:{port}"
     proc.terminate()
     try:

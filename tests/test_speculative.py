@@ -226,6 +226,29 @@ def test_serve_engine_and_bench_share_one_set_of_speculative_defaults(monkeypatc
     assert loads[-1] == settings[-2].spec
 
 
+def test_the_engine_decodes_on_one_torch_thread_unless_told(monkeypatch):
+    """Beside voice servers on the same cores, an engine on every core slows their ASR and TTS (docs/performance.md)."""
+    from typer.testing import CliRunner
+
+    from server.cli import app
+
+    seen = []
+    monkeypatch.setattr("models.engine.Engine.load", lambda *a, **kw: seen.append(torch.get_num_threads()))
+    monkeypatch.setattr("server.openai_api.create_engine_app", lambda engine, drafter, **kw: None)
+    monkeypatch.setattr("uvicorn.run", lambda *a, **kw: None)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert CliRunner().invoke(app, ["engine"]).exit_code == 0
+        monkeypatch.setenv("TALKLINE_ENGINE_THREADS", "2")
+        assert CliRunner().invoke(app, ["engine"]).exit_code == 0
+        torch.set_num_threads(1)
+        assert CliRunner().invoke(app, ["engine", "--threads", "3"]).exit_code == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [1, 2, 3]
+
+
 def test_the_committed_drafter_is_lossless_and_drafts_for_the_tuned_model(stages):
     from pathlib import Path
 
