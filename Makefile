@@ -46,10 +46,19 @@ nginx:
 		|| DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq nginx-light || apt-get install -y -qq nginx' \
 		|| echo "could not install nginx: the scale-out test will be skipped"
 
+# llama.cpp, the speed anchor beside the embedded engine (`talkline bench spec --reference llama-cpp`,
+# tests/test_llamacpp_reference.py): llama-cpp-python compiles it (about 3 min on two cores), for AVX2 rather than
+# -march=native, whose build crashed in llama_decode on an AVX-512/AMX CPU. Not needed to serve.
+LLAMACPP := $(VENV)/.llamacpp
+LLAMACPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+$(LLAMACPP): $(STAMP)
+	CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(PIP) --no-deps --no-cache-dir diskcache==5.6.3 llama-cpp-python==0.3.36 \
+		&& touch $(LLAMACPP) || echo "could not build llama-cpp-python: the llama.cpp reference test will be skipped"
+
 serve: $(STAMP)
 	$(VENV)/bin/talkline serve --host $(HOST) --port $(PORT)
 
-test: setup
+test: setup $(LLAMACPP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -ra

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from bench.llamacpp import LlamaCppReference
 from models.eagle3 import random_drafter
 from models.embedder import Embedder
 from models.engine import Engine
@@ -66,14 +67,23 @@ def median_ms(values: list[float]) -> float:
     return round(statistics.median(values) * 1000, 1) if values else 0.0
 
 
-def compare(plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retriever | None = None) -> dict:
+def compare(
+    plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retriever | None = None, reference: LlamaCppReference | None = None
+) -> dict:
+    """Per prompt, interleaved: plain greedy, speculative greedy (then a follow-up turn on its cache), and the reference
+    on the same prompt tokens."""
     rows, lossless = [], True
-    plain_tokens = plain_time = spec_tokens = spec_time = 0.0
+    plain_tokens = plain_time = spec_tokens = spec_time = ref_tokens = ref_time = 0.0
     verify, emitted_after_prefill = 0, 0
-    ttft, followup = [], []
+    plain_ttft, ttft, followup, ref_ttft = [], [], [], []
     for profile, history in prompts:
         prompt = plain.encode_chat(served_messages(profile, history, retriever))
         a = timed(plain, plain.new_session(), prompt, max_new)
+        plain_ttft.append(a.ttft_s)
+        if reference is not None:
+            tokens, first_s, decode_s = reference.timed(prompt, max_new)
+            ref_tokens, ref_time = ref_tokens + max(len(tokens) - 1, 0), ref_time + decode_s
+            ref_ttft.append(first_s)
         session = spec.new_session()
         b = timed(spec, session, prompt, max_new)
         same = a.tokens == b.tokens
@@ -99,18 +109,23 @@ def compare(plain: Engine, spec: Engine, prompts, max_new: int, retriever: Retri
         )
     plain_tok_s = plain_tokens / plain_time if plain_time else 0.0
     spec_tok_s = spec_tokens / spec_time if spec_time else 0.0
-    return {
+    report = {
         "n": len(rows),
         "plain_tok_s": round(plain_tok_s, 1),
         "spec_tok_s": round(spec_tok_s, 1),
         "speedup": round(spec_tok_s / plain_tok_s, 2) if plain_tok_s else 0.0,
         "mean_accept_len": round(emitted_after_prefill / verify, 2) if verify else 0.0,
         "lossless": lossless,
+        "plain_ttft_ms": median_ms(plain_ttft),
         "ttft_ms": median_ms(ttft),
         "followup_ttft_ms": median_ms(followup),
         "draft_tokens": spec.draft_tokens,
         "prompts": rows,
     }
+    if reference is not None:
+        tok_s = ref_tokens / ref_time if ref_time else 0.0
+        report["reference"] = {"name": reference.name, "plain_tok_s": round(tok_s, 1), "ttft_ms": median_ms(ref_ttft)}
+    return report
 
 
 def main(
@@ -125,14 +140,19 @@ def main(
     model: str = "tuned",
     weights: str = "bf16",
     batching: bool = False,
+    reference: str | None = None,
 ) -> dict:
     """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them), each with the facts retrieved for
     its last turn as a call has them; `untrained` (or a config without a drafter) drafts with a random drafter;
-    `batching` runs the forwards through the engine's batcher, as served. Print and return the report."""
+    `batching` runs the forwards through the engine's batcher, as served; `reference="llama-cpp"` adds llama.cpp on the
+    bundled GGUF (`bench/llamacpp.py`). Print and return the report."""
+    if reference not in (None, "llama-cpp"):
+        raise ValueError(f"unknown reference {reference!r}: the one there is is 'llama-cpp'")
     torch.set_num_threads(threads)
     retriever = Retriever(Embedder()) if retrieval else None
     prompts = sample_prompts(load_prompts(prompts_file), limit)
     plain = Engine.load(model=model, weights=weights, batching=batching)
+    anchor = LlamaCppReference(threads, plain.stop_ids) if reference else None
     untrained = untrained or config.drafter is None
     if untrained:
         draft = random_drafter(plain.model.config, 8192, seed=0)
@@ -153,11 +173,14 @@ def main(
         "prompt_lookup": config.prompt_lookup,
         "phrases": len(spec.phrases) if spec.phrases is not None else None,
         "learn_phrases": config.learn_phrases,
-        **compare(plain, spec, prompts, max_new_tokens, retriever),
+        **compare(plain, spec, prompts, max_new_tokens, retriever, anchor),
     }
     print(f"weights: {weights}   drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
-    for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "ttft_ms", "followup_ttft_ms"):
+    for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "plain_ttft_ms", "ttft_ms", "followup_ttft_ms"):
         print(f"  {key:<18} {report[key]}")
+    if "reference" in report:
+        ref = report["reference"]
+        print(f"{ref['name']}, plain greedy:\n  plain_tok_s        {ref['plain_tok_s']}\n  ttft_ms            {ref['ttft_ms']}")
     if out:
         out.write_text(json.dumps(report, indent=2))
     return report

@@ -242,10 +242,17 @@ def bench_spec(
     model: Annotated[str, typer.Option(help=MODEL_HELP)] = "tuned",
     weights: Weights = "bf16",
     batching: Batching = None,
+    reference: Annotated[
+        str | None, typer.Option(help="llama-cpp: llama.cpp on the bundled GGUF beside it, same prompts (pip install llama-cpp-python)")
+    ] = None,
 ) -> None:
     """Plain greedy vs speculative greedy on the embedded engine: speed, acceptance, losslessness. Without flags it
     measures what `talkline serve` runs; flags switch parts off for comparisons."""
     from bench import spec
+    from bench.llamacpp import ReferenceUnavailable
+
+    if reference not in (None, "llama-cpp"):
+        raise typer.BadParameter(f"unknown reference {reference!r}: use llama-cpp", param_hint="--reference")
     from server.settings import spec_from_env
 
     config = spec_from_env(
@@ -257,18 +264,22 @@ def bench_spec(
         phrases=phrases,
         learn_phrases=learn_phrases,
     )
-    spec.main(
-        prompts,
-        config,
-        max_new_tokens,
-        out,
-        limit=limit,
-        retrieval=retrieval,
-        untrained=untrained,
-        model=model,
-        weights=weights,
-        batching=_settings(llm_batching=batching).llm_batching,
-    )
+    try:
+        spec.main(
+            prompts,
+            config,
+            max_new_tokens,
+            out,
+            limit=limit,
+            retrieval=retrieval,
+            untrained=untrained,
+            model=model,
+            weights=weights,
+            batching=_settings(llm_batching=batching).llm_batching,
+            reference=reference,
+        )
+    except ReferenceUnavailable as e:
+        raise typer.BadParameter(str(e), param_hint="--reference") from e
 
 
 @bench_app.command("retrieval")
