@@ -147,7 +147,7 @@ def main(
     `batching` runs the forwards through the engine's batcher, as served; `reference="llama-cpp"` adds llama.cpp on the
     bundled GGUF (`bench/llamacpp.py`). Print and return the report."""
     if reference not in (None, "llama-cpp"):
-        raise ValueError(f"unknown reference {reference!r}: the one there is is 'llama-cpp'")
+        raise ValueError(f"unknown reference {reference!r}: use 'llama-cpp'")
     torch.set_num_threads(threads)
     retriever = Retriever(Embedder()) if retrieval else None
     prompts = sample_prompts(load_prompts(prompts_file), limit)

@@ -250,10 +250,10 @@ def bench_spec(
     measures what `talkline serve` runs; flags switch parts off for comparisons."""
     from bench import spec
     from bench.llamacpp import ReferenceUnavailable
+    from server.settings import spec_from_env
 
     if reference not in (None, "llama-cpp"):
         raise typer.BadParameter(f"unknown reference {reference!r}: use llama-cpp", param_hint="--reference")
-    from server.settings import spec_from_env
 
     config = spec_from_env(
         True,
