@@ -40,7 +40,7 @@ class LlamaCppReference:
         tokens: list[int] = []
         t0 = time.perf_counter()
         ttft = None
-        for token in self.llm.generate(prompt, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
+        for token in self.llm.generate(prompt, temp=0.0, top_k=1, repeat_penalty=1.0):
             ttft = time.perf_counter() - t0 if ttft is None else ttft
             if token in self.stop_ids:
                 break

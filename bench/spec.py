@@ -140,19 +140,17 @@ def main(
     model: str = "tuned",
     weights: str = "bf16",
     batching: bool = False,
-    reference: str | None = None,
+    llama_cpp: bool = False,
 ) -> dict:
     """Compare on the prompts of `prompts_file` (a seeded sample of `limit` of them), each with the facts retrieved for
     its last turn as a call has them; `untrained` (or a config without a drafter) drafts with a random drafter;
-    `batching` runs the forwards through the engine's batcher, as served; `reference="llama-cpp"` adds llama.cpp on the
-    bundled GGUF (`bench/llamacpp.py`). Print and return the report."""
-    if reference not in (None, "llama-cpp"):
-        raise ValueError(f"unknown reference {reference!r}: use 'llama-cpp'")
+    `batching` runs the forwards through the engine's batcher, as served; `llama_cpp` adds llama.cpp on the bundled GGUF
+    (`bench/llamacpp.py`). Print and return the report."""
     torch.set_num_threads(threads)
     retriever = Retriever(Embedder()) if retrieval else None
     prompts = sample_prompts(load_prompts(prompts_file), limit)
     plain = Engine.load(model=model, weights=weights, batching=batching)
-    anchor = LlamaCppReference(threads, plain.stop_ids) if reference else None
+    anchor = LlamaCppReference(threads, plain.stop_ids) if llama_cpp else None
     untrained = untrained or config.drafter is None
     if untrained:
         draft = random_drafter(plain.model.config, 8192, seed=0)
@@ -178,9 +176,10 @@ def main(
     print(f"weights: {weights}   drafter: {report['drafter']}   prompts: {report['n']}   max new tokens: {max_new_tokens}")
     for key in ("plain_tok_s", "spec_tok_s", "speedup", "mean_accept_len", "lossless", "plain_ttft_ms", "ttft_ms", "followup_ttft_ms"):
         print(f"  {key:<18} {report[key]}")
-    if "reference" in report:
-        ref = report["reference"]
-        print(f"{ref['name']}, plain greedy:\n  plain_tok_s        {ref['plain_tok_s']}\n  ttft_ms            {ref['ttft_ms']}")
+    if ref := report.get("reference"):
+        print(f"{ref['name']}, plain greedy:")
+        for key in ("plain_tok_s", "ttft_ms"):
+            print(f"  {key:<18} {ref[key]}")
     if out:
         out.write_text(json.dumps(report, indent=2))
     return report

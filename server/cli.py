@@ -276,7 +276,7 @@ def bench_spec(
             model=model,
             weights=weights,
             batching=_settings(llm_batching=batching).llm_batching,
-            reference=reference,
+            llama_cpp=reference is not None,
         )
     except ReferenceUnavailable as e:
         raise typer.BadParameter(str(e), param_hint="--reference") from e
