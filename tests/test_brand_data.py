@@ -17,7 +17,15 @@ from training.data.callers import lower_first
 from training.data.generate import write_jsonl
 from training.data.realistic.brands import make_real_brand, value_gen
 from training.data.realistic.callers import caller_pool, caller_turn
-from training.data.realistic.generate import SCENARIOS_PATH, BrandDataConfig, make_brands, scenarios
+from training.data.realistic.generate import (
+    SCENARIOS_PATH,
+    TRAIN_KINDS,
+    BrandDataConfig,
+    conversations,
+    kind_weights_from,
+    make_brands,
+    scenarios,
+)
 from training.data.realistic.pools import PoolError, load_pools, parse_pool
 from training.textnorm import contains, normalize
 
@@ -171,3 +179,27 @@ def test_training_callers_frame_questions_in_composed_remarks_and_heldout_caller
     for tone in heldout.tones:
         wrapped = {w.format(ask=a, ask_lc=lower_first(a)) for w in heldout.wraps[tone] for a in asks}
         assert all(caller_turn(rng, heldout, tone, ask, asr_share=0) in wrapped for _ in range(10))
+
+
+def test_an_unanswerable_twin_asks_the_same_words_of_the_brand_without_the_fact():
+    cfg = BrandDataConfig(seed=7, conversations=60, twin_share=1.0)
+    rows = conversations(cfg, make_brands(cfg, "train")[:40], None)
+    pairs = [(a, b) for a, b in zip(rows, rows[1:]) if b["meta"]["intent"].startswith("absent_")]
+    assert pairs and all(a["meta"]["kind"] == "fact" for a, _ in pairs)
+    for answered, twin in pairs:
+        assert answered["messages"][1:-1] == twin["messages"][1:-1]
+        assert twin["meta"]["kind"] == "unknown" and all(run_checks(twin["messages"][-1]["content"], twin["meta"]["checks"]).values())
+        stated = answered["meta"]["checks"]["must_include_all"]
+        assert all(contains(answered["messages"][0]["content"], c) for c in stated)
+        assert not any(contains(twin["messages"][0]["content"], c) for c in stated)
+        assert set(stated) <= set(twin["meta"]["checks"]["must_not_include"])
+        assert not all(run_checks(answered["messages"][-1]["content"], twin["meta"]["checks"]).values())
+    plain = conversations(BrandDataConfig(seed=7, conversations=60), make_brands(cfg, "train")[:40], None)
+    assert plain == [r for r in rows if not r["meta"]["intent"].startswith("absent_")]
+
+
+def test_kind_weights_name_kinds_and_keep_the_others():
+    weights = kind_weights_from("unknown:0.1,two_fact:0.3")
+    assert dict(zip(TRAIN_KINDS, weights))["unknown"] == 0.1 and weights[0] == BrandDataConfig.train_kind_weights[0]
+    with pytest.raises(ValueError, match="unknown kind 'facts'"):
+        kind_weights_from("facts:1")

@@ -159,13 +159,15 @@ def brands_command(
     conversations: Annotated[int, typer.Option(help="conversations from the composed brand pools")] = 7000,
     templated: Annotated[int, typer.Option(help="conversations from `train data`'s generator (tools, codes)")] = 3000,
     retrieval: Annotated[bool, typer.Option(help="put the retrieved facts before each last caller turn, as calls do")] = True,
+    twin_share: Annotated[float, typer.Option(help="one-fact conversations also written to the brand without the fact")] = 0.0,
+    kind_weights: Annotated[str, typer.Option(help="kind:weight,... for the composed conversations (others keep theirs)")] = "",
     validation: Annotated[
         Path | None,
         typer.Option(help="also write 600 scenarios from the train sectors the retriever left out (ranking choices are made there)"),
     ] = None,
 ) -> None:
     """Composed-brand training data (74 sectors) and the held-out brand scenarios (10 other sectors, other writers)."""
-    from training.data.realistic.generate import BrandDataConfig, generate_brands, validation_scenarios
+    from training.data.realistic.generate import BrandDataConfig, generate_brands, kind_weights_from, validation_scenarios
     from training.retriever import kept_out_sectors
 
     retriever = None
@@ -177,7 +179,13 @@ def brands_command(
 
         torch.set_num_threads(1)
         retriever = Retriever(Embedder())
-    cfg = BrandDataConfig(seed=seed, conversations=conversations, templated_conversations=templated)
+    cfg = BrandDataConfig(
+        seed=seed,
+        conversations=conversations,
+        templated_conversations=templated,
+        twin_share=twin_share,
+        train_kind_weights=kind_weights_from(kind_weights),
+    )
     if validation:
         validation_scenarios(BrandDataConfig(seed=seed, scenarios=600), kept_out_sectors(), validation)
     manifest = generate_brands(out, cfg, scenarios, retriever)

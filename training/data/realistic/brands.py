@@ -93,6 +93,12 @@ class RealBrand:
                     out += list(value.checks)
         return sorted(set(out))
 
+    def without(self, stated: Stated) -> RealBrand:
+        """The same brand with one fact taken out of its profile (its topic then absent)."""
+        profile = self.profile.model_copy(update={"facts": [f for f in self.profile.facts if f != stated.fact]})
+        kept = tuple(s for s in self.stated if s is not stated)
+        return RealBrand(profile, self.pool, self.agent, self.team, kept, self.absent + (stated.topic,), self.names)
+
     def all_values(self) -> list[str]:
         return sorted({c for s in self.stated for v in s.values.values() for c in v.checks if re.search(r"\d", normalize(c))})
 

@@ -95,10 +95,28 @@ def unknown(rng: random.Random, brand: RealBrand, tone: str, callers: CallerPool
         else:
             question, intent = rng.choice(brand.pool.unknowns), "unknown_near"
         ask = caller_turn(rng, callers, tone, question.format(**brand.names, brand=brand.name))
-        tail = rng.choice(g.OFFER_TRANSFER).format(team=brand.team) if brand.team else rng.choice(g.CLOSERS_NO_TEAM)
-        reply = f"{rng.choice(g.DONT_HAVE)} {tail}"
+        reply = _dont_have(rng, brand)
     history = _start(brand) + [Message("user", ask), Message("assistant", reply)]
     return Dialogue(history, intent, "unknown", tone, include_any=DONT_KNOW, exclude=brand.all_values())
+
+
+def _dont_have(rng: random.Random, brand: RealBrand) -> str:
+    tail = rng.choice(g.OFFER_TRANSFER).format(team=brand.team) if brand.team else rng.choice(g.CLOSERS_NO_TEAM)
+    return f"{rng.choice(g.DONT_HAVE)} {tail}"
+
+
+def unanswerable_twin(rng: random.Random, brand: RealBrand, answered: Dialogue) -> tuple[RealBrand, Dialogue] | None:
+    """A one-fact dialogue's twin: the same caller words to the brand without that fact, answered "I don't have
+    that", so the only difference between answering and not is whether the fact is there to read."""
+    if answered.kind != "fact":
+        return None
+    key = answered.intent.rpartition(".")[0]
+    stated = next(s for s in brand.stated if s.topic.key == key)
+    other = brand.without(stated)
+    history = answered.history[:-1] + [Message("assistant", _dont_have(rng, other))]
+    exclude = sorted(set(other.all_values()) | {c for v in stated.values.values() for c in v.checks})
+    twin = Dialogue(history, f"absent_{key}", "unknown", answered.tone, include_any=DONT_KNOW, exclude=exclude)
+    return other, with_actions(twin, other)
 
 
 def human(rng: random.Random, brand: RealBrand, tone: str, callers: CallerPool) -> Dialogue:

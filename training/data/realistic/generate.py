@@ -17,7 +17,7 @@ from training.data.general import general_prompts
 from training.data.generate import _scenario, grounded, rivals, training_messages, write_jsonl
 from training.data.realistic.brands import RealBrand, make_real_brand
 from training.data.realistic.callers import caller_pool
-from training.data.realistic.dialogues import build
+from training.data.realistic.dialogues import Dialogue, build, unanswerable_twin
 from training.data.realistic.pools import load_pools
 
 SCENARIOS_PATH = Path(__file__).resolve().parents[2] / "scenarios_brands_heldout.jsonl"
@@ -38,6 +38,18 @@ class BrandDataConfig:
     scenarios: int = 320
     train_kind_weights: tuple[float, ...] = (0.26, 0.16, 0.08, 0.2, 0.08, 0.06, 0.1, 0.06)  # TRAIN_KINDS order
     scenario_kind_weights: tuple[float, ...] = (0.4, 0.15, 0.1, 0.15, 0.1, 0.1)  # SCENARIO_KINDS order
+    twin_share: float = 0.0  # one-fact conversations also written to the brand without that fact ("I don't have that")
+
+
+def kind_weights_from(spec: str, base: tuple[float, ...] = BrandDataConfig.train_kind_weights) -> tuple[float, ...]:
+    """TRAIN_KINDS weights from "kind:weight,..." (kinds not named keep `base`'s)."""
+    weights = dict(zip(TRAIN_KINDS, base))
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        kind, _, weight = part.partition(":")
+        if kind not in weights:
+            raise ValueError(f"unknown kind {kind!r} in --kind-weights: use {', '.join(TRAIN_KINDS)}")
+        weights[kind] = float(weight)
+    return tuple(weights[k] for k in TRAIN_KINDS)
 
 
 def make_brands(cfg: BrandDataConfig, split: str) -> list[RealBrand]:
@@ -54,25 +66,32 @@ def conversations(cfg: BrandDataConfig, brands: list[RealBrand], retriever: Retr
     """Training records in the served prompt format: system prompt, the dialogue, each caller turn's retrieved facts;
     a conversation whose reply states a number the model could not see is left out (`grounded`)."""
     rng = random.Random(f"brand-train-{cfg.seed}")
+    twins = random.Random(f"brand-twins-{cfg.seed}")
     callers = caller_pool("train")
     out = []
     for _ in range(cfg.conversations):
         brand, kind, tone = rng.choice(brands), rng.choices(TRAIN_KINDS, cfg.train_kind_weights)[0], rng.choice(callers.tones)
         dialogue = build(rng, brand, kind, tone, callers)
-        meta = {
-            "sector": brand.pool.name,
-            "intent": dialogue.intent,
-            "tone": tone,
-            "kind": dialogue.kind,
-            "brand": brand.name,
-            "split": "train",
-            "curriculum_stage": curriculum_stage(dialogue.kind, tone),
-            "checks": dialogue.checks(rivals(rng, brand)),
-        }
-        messages = training_messages(brand.profile, dialogue.history, retriever)
-        if grounded(messages):
-            out.append({"messages": messages, "meta": meta})
+        out += _record(rng, brand, dialogue, retriever)
+        if cfg.twin_share and twins.random() < cfg.twin_share and (twin := unanswerable_twin(twins, brand, dialogue)):
+            out += _record(twins, *twin, retriever)
     return out
+
+
+def _record(rng: random.Random, brand: RealBrand, dialogue: Dialogue, retriever: Retriever | None) -> list[dict]:
+    """A training record, or none where the reply states a number the model could not see (`grounded`)."""
+    meta = {
+        "sector": brand.pool.name,
+        "intent": dialogue.intent,
+        "tone": dialogue.tone,
+        "kind": dialogue.kind,
+        "brand": brand.name,
+        "split": "train",
+        "curriculum_stage": curriculum_stage(dialogue.kind, dialogue.tone),
+        "checks": dialogue.checks(rivals(rng, brand)),
+    }
+    messages = training_messages(brand.profile, dialogue.history, retriever)
+    return [{"messages": messages, "meta": meta}] if grounded(messages) else []
 
 
 def scenarios(cfg: BrandDataConfig, brands: list[RealBrand], split: str = "heldout") -> list[dict]:
