@@ -7,14 +7,12 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import Coroutine
 
 import numpy as np
 
 from pipeline.actions import post_json
-from pipeline.agent_turn import Control, Draft, Part, Turn, ms_since, one_line, reply_text, start_hold
-from pipeline.audio import resample, trim_leading_silence
-from pipeline.clauses import ClauseSplitter
+from pipeline.agent_turn import Control, Draft, Part, Turn, ms_since, one_line, reply_text
 from pipeline.io import AudioIn, CallControlError, CallIO, Closing, DtmfIn, HangUp, Inbound, TextIn
 from pipeline.listening import CallerAudio
 from pipeline.metrics import Metrics
@@ -22,6 +20,7 @@ from pipeline.overlap import OverTheAgent
 from pipeline.playout import Playout
 from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
+from pipeline.speaking import Speaker
 from pipeline.stages import Stages
 from pipeline.store import Store
 from pipeline.tools import HttpTool, SpeechFilter, ToolCall, split_reply
@@ -62,6 +61,7 @@ class Call:
         self.playout = Playout(io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback)
         agent = (self._cut_in, self._pause_agent, self.playout.resume, self._answer_over_the_agent)
         self.over_agent = OverTheAgent(profile.turn, stages.asr.atranscribe, *agent)
+        self.speaker = Speaker(profile, stages.tts, self.playout, io.output_rate, self._commit, self.id)
         self.last_spoken: Turn | None = None  # the caller's last spoken turn
         self.reply: asyncio.Task | None = None
         self.draft: Draft | None = None
@@ -228,7 +228,7 @@ class Call:
 
     async def _say_line(self, turn: Turn, line: str) -> None:
         """A turn of fixed words: the greeting, or the fallback line."""
-        await self._reply(turn, self._speak(turn, one_line(line)))
+        await self._reply(turn, self.speaker.speak(turn, one_line(line)))
 
     async def _answer(self, turn: Turn, call: ToolCall | None = None) -> None:
         """The model's answer to the caller (a keyed tool `call` stands in for its first reply)."""
@@ -284,7 +284,7 @@ class Call:
         """One model reply, spoken up to its tool call; returns the call (a malformed one is logged and dropped).
         A reply that leaves the caller in silence (no words, no call to run) is replaced by the fallback line."""
         speech = SpeechFilter()
-        await self._speak(turn, reply_text(self.llm, self.profile, turn, messages, speech, self.id))
+        await self.speaker.speak(turn, reply_text(self.llm, self.profile, turn, messages, speech, self.id))
         reply = split_reply(speech.text, self.profile.tools)
         part.speech = reply.speech
         if reply.error:
@@ -292,12 +292,12 @@ class Call:
             self._count("unknown", "malformed")
             turn.tool_calls.append({"error": reply.error})
         if reply.call is None and self.playout.segment_count(turn.index) == part.first:
-            await self._speak(turn, one_line(self.profile.fallback_line))
+            await self.speaker.speak(turn, one_line(self.profile.fallback_line))
         return reply.call
 
     async def _run_tool(self, turn: Turn, tool: HttpTool, call: ToolCall) -> str:
         """Say the tool's filler while it runs; returns its answer (or what went wrong) for the model."""
-        _, answer = await asyncio.gather(self._speak(turn, one_line(tool.filler)), post_json(tool, call.arguments))
+        _, answer = await asyncio.gather(self.speaker.speak(turn, one_line(tool.filler)), post_json(tool, call.arguments))
         self._count(call.name, answer.outcome)
         turn.tool_calls.append({"name": call.name, "arguments": call.arguments, "outcome": answer.outcome, "result": answer.data})
         return answer.content
@@ -335,47 +335,6 @@ class Call:
         for delta in unsent:
             await self.io.send_event({"type": "agent_text", "text": delta, "final": False})
         unsent.clear()
-
-    async def _speak(self, turn: Turn, text: AsyncIterator[str]) -> None:
-        """Stream text into clauses, clauses into audio, audio into the playout; the turn is committed by the end.
-
-        Text and audio made before the turn is committed (a preemptive reply) wait in `unsent` and in
-        the first clause's audio; nothing reaches the caller until the endpoint confirms the turn.
-        """
-        settings, unsent = self.profile.turn, []
-        lookahead = settings.clause_lookahead_ms / 1000
-        splitter = ClauseSplitter(
-            first_clause_words=settings.first_clause_words,
-            running_low=(lambda: self.playout.queued_s() < lookahead) if lookahead else None,
-        )
-        started = time.monotonic()
-        async for delta in text:
-            unsent.append(delta)
-            if turn.index is not None:
-                await self._commit(turn, unsent)
-            for clause in splitter.push(delta):
-                await self._say(turn, clause, unsent, started)
-        if rest := splitter.flush():
-            await self._say(turn, rest, unsent, started)
-        await self._commit(turn, unsent)
-        self.playout.release()
-
-    async def _say(self, turn: Turn, clause: str, unsent: list[str], started: float) -> None:
-        """Synthesize a clause and queue it; a turn's first clause may wait for the next (`start_hold`)."""
-        t0, first = time.monotonic(), turn.tts_ttfb_ms is None
-        try:
-            audio = await self.stages.tts.synthesize_async(clause, self.profile.voice, self.playout.queued_s())
-        except Exception:
-            log.exception("call %s: TTS failed for %r", self.id, clause)
-            return
-        ready, rate = time.monotonic(), self.stages.tts.sample_rate
-        if first:
-            audio = trim_leading_silence(audio, rate)
-            turn.tts_ttfb_ms = ms_since(t0)
-            turn.timeline["tts_first_audio"] = (t0, ready)
-        await self._commit(turn, unsent)
-        hold = start_hold(ready - started, len(audio) / rate + time.monotonic() - ready) if first else 0.0
-        self.playout.enqueue(turn.index, clause, resample(audio, rate, self.io.output_rate), hold)
 
     async def _close_turn(self, turn: Turn) -> None:
         """History gets what was heard (and the tool exchange); the turn is committed before the client's final text."""
