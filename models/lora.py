@@ -55,6 +55,9 @@ def merge_lora(base: Path, adapter: Path, out: Path) -> Path:
     shutil.copytree(base, tmp, ignore=shutil.ignore_patterns("model.safetensors", "*.tmp*"))
     save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
     (tmp / "model.safetensors").chmod(0o644)
+    if (out / "model.safetensors").exists():  # another process merged it first and may be loading it now
+        shutil.rmtree(tmp, ignore_errors=True)
+        return out
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out

@@ -284,6 +284,7 @@ def sft_run(tiny_data, tmp_path_factory):
 def test_sft_lowers_the_loss_and_the_adapter_loads_in_the_engine(sft_run, monkeypatch, tmp_path):
     from models import assets
     from models.engine import Engine
+    from models.lora import merge_lora
     from training.curriculum import order_examples
     from training.modeling import load_base
     from training.sft import read_jsonl
@@ -297,6 +298,10 @@ def test_sft_lowers_the_loss_and_the_adapter_loads_in_the_engine(sft_run, monkey
     monkeypatch.setattr(assets, "TUNED_ADAPTER_DIR", adapter)
     engine = Engine.load()  # the default: base + the "committed" adapter, merged once into the cache
     assert assets.llm_dir("tuned") == assets.llm_dir(str(adapter)) != base_dir
+    merged = assets.llm_dir("tuned") / "model.safetensors"
+    first = merged.stat().st_ino
+    merge_lora(base_dir, adapter, merged.parent)  # a second process that merged at the same time: the first copy stays
+    assert merged.stat().st_ino == first and not list(merged.parent.parent.glob("*.tmp*"))
     base, tokenizer = load_base(base=base_dir)
     assert _loss(engine.model, tokenizer, seen) < _loss(base, tokenizer, seen)
 
