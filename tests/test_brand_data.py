@@ -183,7 +183,8 @@ def test_training_callers_frame_questions_in_composed_remarks_and_heldout_caller
 
 def test_an_unanswerable_twin_asks_the_same_words_of_the_brand_without_the_fact():
     cfg = BrandDataConfig(seed=7, conversations=60, twin_share=1.0)
-    rows = conversations(cfg, make_brands(cfg, "train")[:40], None)
+    brands = make_brands(cfg, "train")[:40]
+    rows = conversations(cfg, brands, None)
     pairs = [(a, b) for a, b in zip(rows, rows[1:]) if b["meta"]["intent"].startswith("absent_")]
     assert pairs and all(a["meta"]["kind"] == "fact" for a, _ in pairs)
     for answered, twin in pairs:
@@ -194,7 +195,7 @@ def test_an_unanswerable_twin_asks_the_same_words_of_the_brand_without_the_fact(
         assert not any(contains(twin["messages"][0]["content"], c) for c in stated)
         assert set(stated) <= set(twin["meta"]["checks"]["must_not_include"])
         assert not all(run_checks(answered["messages"][-1]["content"], twin["meta"]["checks"]).values())
-    plain = conversations(BrandDataConfig(seed=7, conversations=60), make_brands(cfg, "train")[:40], None)
+    plain = conversations(BrandDataConfig(seed=7, conversations=60), brands, None)
     assert plain == [r for r in rows if not r["meta"]["intent"].startswith("absent_")]
 
 
