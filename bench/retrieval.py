@@ -13,6 +13,7 @@ import torch
 from models.embedder import TUNED_LAYERS, Embedder
 from pipeline.profile import LLMSettings, parse_profile
 from pipeline.prompt import Message
+from pipeline.questions import ask
 from pipeline.retrieval import BM25_WEIGHT, FactIndex, Retriever, turn_query
 from pipeline.spoken import speakable
 from training.eval import load_scenarios
@@ -48,6 +49,7 @@ def ranked(index: FactIndex, query: str, vector: np.ndarray, ranker: str) -> lis
 def measure(scenarios: list[dict], retriever: Retriever) -> dict:
     hits = {r: {k: [] for k in KS} for r in RANKERS}
     per_kind: dict[str, list[bool]] = {}
+    split: dict[str, list[bool]] = {}
     turn_ms = []
     for s in scenarios:
         profile = parse_profile(s["profile"], s["id"])
@@ -56,8 +58,10 @@ def measure(scenarios: list[dict], retriever: Retriever) -> dict:
         asks_facts = s.get("meta", {}).get("kind", "fact") in FACT_KINDS
         want = needed(index.items, s["checks"]) if asks_facts else None
         t0 = time.perf_counter()
-        served = retriever.relevant(profile, history, max(KS))
+        asked = ask(retriever, profile, history)  # what a call runs: the turn's facts, its two questions if it asks two
         turn_ms.append((time.perf_counter() - t0) * 1000)
+        split.setdefault(s.get("meta", {}).get("kind", ""), []).append(asked.split is not None)
+        served = retriever.relevant(profile, history, max(KS))
         if not want:
             continue
         query = turn_query(history)
@@ -74,6 +78,7 @@ def measure(scenarios: list[dict], retriever: Retriever) -> dict:
         "questions": len(hits["served"][SERVED_K]),
         "recall": {r: {f"@{k}": rate(hits[r][k]) for k in KS} for r in RANKERS},
         "served_recall_per_kind": {k: rate(v) for k, v in sorted(per_kind.items())},
+        "asked_as_two_per_kind": {k: rate(v) for k, v in sorted(split.items())},
         "turn_ms": {
             "median": round(statistics.median(turn_ms), 2),
             "p95": round(float(np.percentile(turn_ms, 95)), 2),
@@ -106,6 +111,8 @@ def main(scenario_files: list[Path], out: Path | None, top_layers: Path | None =
                 print(f"{name:<10}{ranker:<12}" + "".join(f"{result['recall'][ranker][f'@{k}']:>11.1%}" for k in KS) + f"{timing:>18}")
             kinds = ", ".join(f"{k} {v:.1%}" for k, v in result["served_recall_per_kind"].items())
             print(f"{'':<10}served recall@{SERVED_K} per kind: {kinds}")
+            twos = ", ".join(f"{k} {v:.1%}" for k, v in result["asked_as_two_per_kind"].items())
+            print(f"{'':<10}turns asked as two questions, per kind: {twos}")
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2) + "\n")

@@ -138,20 +138,34 @@ class Turn:
 
 
 async def reply_text(
-    llm: LLMSession, profile: Profile, turn: Turn, messages: list[dict], speech: SpeechFilter, call_id: str
+    llm: LLMSession,
+    profile: Profile,
+    turn: Turn,
+    messages: list[dict],
+    speech: SpeechFilter,
+    call_id: str,
+    then: Callable[[str], list[dict]] | None = None,
 ) -> AsyncIterator[str]:
     """The model's reply as it streams, less its tool call (kept in `speech`); the fallback line if it failed before a
-    word. The turn gets its time to first token."""
+    word. `then` gives the prompt for a second answer from the first's text (a turn of two questions), asked unless
+    the first called a tool. The turn gets its time to first token."""
     t0, said = time.monotonic(), False
     settings = profile.llm
+    prompt: list[dict] | None = messages
     try:
-        async with contextlib.aclosing(llm.stream(messages, settings.temperature, settings.max_tokens, profile.tools)) as deltas:
-            async for delta in deltas:
-                if turn.llm_ttft_ms is None:
-                    turn.llm_ttft_ms = ms_since(t0)
-                    turn.timeline["llm_first_token"] = (t0, time.monotonic())
-                said = True
-                if text := speech.feed(delta):
+        while prompt is not None:
+            async with contextlib.aclosing(llm.stream(prompt, settings.temperature, settings.max_tokens, profile.tools)) as deltas:
+                async for delta in deltas:
+                    if turn.llm_ttft_ms is None:
+                        turn.llm_ttft_ms = ms_since(t0)
+                        turn.timeline["llm_first_token"] = (t0, time.monotonic())
+                    said = True
+                    if text := speech.feed(delta):
+                        yield text
+            prompt = None
+            if then is not None and said and not speech.stopped:
+                prompt, then = then(speech.text.strip()), None
+                if text := speech.feed(" "):
                     yield text
     except LLMError:
         log.exception("call %s: LLM backend failed", call_id)

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from pipeline.overlap import OverTheAgent
 from pipeline.playout import Playout
 from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
+from pipeline.questions import aask, asked_messages
 from pipeline.speaking import Speaker
 from pipeline.stages import Stages
 from pipeline.store import Store
@@ -257,12 +258,15 @@ class Call:
         (at most MAX_HTTP_CALLS a turn); a transfer or hang-up ends the turn."""
         prior = [*self.history, Message("user", turn.caller_text or "")]
         t0 = time.monotonic()
-        turn.facts = tuple(await self.stages.retriever.arelevant(self.profile, prior))
+        asked = await aask(self.stages.retriever, self.profile, prior)
+        turn.facts = asked.facts
         turn.timeline["retrieval"] = (t0, time.monotonic())
         for answered in range(MAX_HTTP_CALLS + 1):
             part = Part(self.playout.segment_count(turn.index))
             turn.parts.append(part)
-            if call is None:
+            if call is None and answered == 0:
+                call = await self._model_reply(turn, part, *asked_messages(self.profile, prior, asked))
+            elif call is None:
                 messages = build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)], relevant=turn.facts)
                 call = await self._model_reply(turn, part, messages)
             part.last = self.playout.segment_count(turn.index)
@@ -280,11 +284,13 @@ class Call:
             part.result = await self._run_tool(turn, tool, call)
             call = None
 
-    async def _model_reply(self, turn: Turn, part: Part, messages: list[dict]) -> ToolCall | None:
+    async def _model_reply(
+        self, turn: Turn, part: Part, messages: list[dict], then: Callable[[str], list[dict]] | None = None
+    ) -> ToolCall | None:
         """One model reply, spoken up to its tool call; returns the call (a malformed one is logged and dropped).
         A reply that leaves the caller in silence (no words, no call to run) is replaced by the fallback line."""
         speech = SpeechFilter()
-        await self.speaker.speak(turn, reply_text(self.llm, self.profile, turn, messages, speech, self.id))
+        await self.speaker.speak(turn, reply_text(self.llm, self.profile, turn, messages, speech, self.id, then))
         reply = split_reply(speech.text, self.profile.tools)
         part.speech = reply.speech
         if reply.error:

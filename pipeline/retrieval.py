@@ -8,13 +8,12 @@ plus a BM25 term over the words (exact names, numbers, rare nouns). docs/retriev
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -127,6 +126,14 @@ def turn_query(history: Sequence[Message]) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Ranked:
+    facts: list[str]
+    query: str = ""  # the text ranked, when it had several parts
+    parts: list[str] = field(default_factory=list)
+    vectors: np.ndarray | None = None  # one row per part
+
+
 class Retriever:
     """Ranks facts for a turn; profile indexes are built once and cached (thread-safe)."""
 
@@ -151,26 +158,27 @@ class Retriever:
 
     def relevant(self, profile: Profile, history: Sequence[Message], k: int | None = None) -> list[str]:
         """The profile's k facts or policies most relevant to the caller's last turn (none before the caller speaks)."""
+        return self.ranked(profile, history, k).facts
+
+    def ranked(self, profile: Profile, history: Sequence[Message], k: int | None = None) -> Ranked:
+        """`relevant`'s facts, with the parts of the turn and their vectors when it has several."""
         k = profile.llm.retrieved_facts if k is None else k
         query = turn_query(history)
         if k <= 0 or not query or not (profile.facts or profile.policies):
-            return []
+            return Ranked([])
         index = self.index(profile)
         if self.encoder is None:
-            return index.top(query, None, k)
+            return Ranked(index.top(query, None, k))
         parts = query_parts(query)
         if len(parts) < 2:
-            return index.top(query, self.encoder.embed([query])[0], k)
+            return Ranked(index.top(query, self.encoder.embed([query])[0], k))
         vectors = self.encoder.embed(parts)  # the whole turn as their mean: one short batch instead of a long row more
         whole = vectors.mean(0)
-        return index.top(query, whole / np.linalg.norm(whole), k, list(zip(parts, vectors)))
+        return Ranked(index.top(query, whole / np.linalg.norm(whole), k, list(zip(parts, vectors))), query, parts, vectors)
 
     def with_facts(self, profile: Profile, history: Sequence[Message]) -> list[Message]:
         """The history with each caller message's ranked facts attached, as a call builds it turn by turn."""
         return [replace(m, facts=tuple(self.relevant(profile, history[: i + 1]))) if m.role == "user" else m for i, m in enumerate(history)]
-
-    async def arelevant(self, profile: Profile, history: Sequence[Message], k: int | None = None) -> list[str]:
-        return await asyncio.to_thread(self.relevant, profile, history, k)
 
 
 def served_messages(profile: Profile, history: Sequence[Message], retriever: Retriever | None) -> list[dict]:

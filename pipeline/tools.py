@@ -193,6 +193,11 @@ class SpeechFilter:
                 break
         return self._take(end)
 
+    @property
+    def stopped(self) -> bool:
+        """Whether a tool call's tag has started."""
+        return self._stopped
+
     def flush(self) -> str:
         """The held-back tail once the stream ends without a tag."""
         return "" if self._stopped else self._take(len(self.text))

@@ -13,7 +13,9 @@ from tqdm import tqdm
 from models.engine import Engine
 from pipeline.profile import parse_profile
 from pipeline.prompt import Message
+from pipeline.questions import ask, asked_messages
 from pipeline.retrieval import Retriever, served_messages
+from pipeline.tools import OPEN
 from training.checks import CHECK_NAMES, failure, run_checks
 
 
@@ -22,13 +24,21 @@ def load_scenarios(path: Path, limit: int | None = None) -> list[dict]:
     return rows[:limit] if limit else rows
 
 
-def answer(engine: Engine, scenario: dict, max_new_tokens: int = 60, retriever: Retriever | None = None) -> str:
+def answer(engine: Engine, scenario: dict, max_new_tokens: int = 60, retriever: Retriever | None = None) -> tuple[str, int]:
     """The engine's greedy reply to a scenario's history, prompted exactly as a call would be (with the facts the
-    retriever ranks for the turn; none without one)."""
+    retriever ranks for the turn; none without one), and the questions the turn was asked as (two: answered in turn)."""
     profile = parse_profile(scenario["profile"], scenario.get("id", "<scenario>"))
     history = [Message(m["role"], m["content"]) for m in scenario["messages"] if m["role"] in ("user", "assistant", "tool")]
-    prompt = engine.encode_chat(served_messages(profile, history, retriever))
-    return "".join(engine.generate_text(engine.new_session(), prompt, max_new_tokens)).strip()
+    if retriever is None or history[-1].role != "user":
+        messages, then = served_messages(profile, history, retriever), None
+    else:
+        earlier = retriever.with_facts(profile, history[:-1])
+        messages, then = asked_messages(profile, [*earlier, history[-1]], ask(retriever, profile, history))
+    session = engine.new_session()
+    reply = "".join(engine.generate_text(session, engine.encode_chat(messages), max_new_tokens)).strip()
+    if then is None or OPEN in reply:
+        return reply, 1
+    return reply + " " + "".join(engine.generate_text(session, engine.encode_chat(then(reply)), max_new_tokens)).strip(), 2
 
 
 def _rate(flags: list[bool]) -> float:
@@ -56,7 +66,7 @@ def summarize(results: list[dict]) -> dict:
 def evaluate(engine: Engine, scenarios: list[dict], max_new_tokens: int = 60, retriever: Retriever | None = None) -> list[dict]:
     results = []
     for s in tqdm(scenarios, desc="eval", unit="scenario"):
-        reply = answer(engine, s, max_new_tokens, retriever)
+        reply, questions = answer(engine, s, max_new_tokens, retriever)
         checks = run_checks(reply, s["checks"])
         meta = s.get("meta", {})
         results.append(
@@ -65,6 +75,7 @@ def evaluate(engine: Engine, scenarios: list[dict], max_new_tokens: int = 60, re
                 "sector": meta.get("sector", s["profile"].get("sector", "")),
                 "kind": meta.get("kind", ""),
                 "reply": reply,
+                "questions": questions,
                 "checks": checks,
                 "passed": all(checks.values()),
                 "failure": failure(meta.get("kind", ""), reply, checks),
