@@ -254,8 +254,9 @@ class Call:
             self.push(Control(turn.control))
 
     async def _rounds(self, turn: Turn, call: ToolCall | None) -> None:
-        """Model replies, each spoken as it streams: an HTTP tool's answer goes back to the model for the next
-        (at most MAX_HTTP_CALLS a turn); a transfer or hang-up ends the turn."""
+        """Model replies, each spoken as it streams (the first answers a turn of two questions one after the other):
+        an HTTP tool's answer goes back to the model for the next (at most MAX_HTTP_CALLS a turn); a transfer or
+        hang-up ends the turn."""
         prior = [*self.history, Message("user", turn.caller_text or "")]
         t0 = time.monotonic()
         asked = await aask(self.stages.retriever, self.profile, prior)

@@ -47,6 +47,7 @@ class LLMSettings(_Strict):
     retrieved_facts: int = Field(
         4, ge=0, le=10, description="facts or policies placed before each caller question, best first; 0 = off (facts in system prompt)"
     )
+    split_questions: bool = Field(True, description="a turn of two questions about different facts is answered one question at a time")
 
 
 class TurnSettings(_Strict):

@@ -91,7 +91,7 @@ def ask(retriever: Retriever, profile: Profile, history: Sequence[Message], k: i
     facts, parts, vectors = tuple(ranked.facts), ranked.parts, ranked.vectors
     caller = history[-1].content.strip() if history and history[-1].role == "user" else ""
     # after an agent question the caller is answering it (slot filling): one answer, never split
-    if vectors is None or ranked.query != caller:
+    if vectors is None or ranked.query != caller or not profile.llm.split_questions:
         return Asked(facts)
     index = retriever.index(profile)
     cut = two_questions(index, caller, parts, vectors)

@@ -62,6 +62,12 @@ def test_one_question_with_remarks_is_asked_whole(retriever):
         assert got.facts == tuple(retriever.relevant(MUSEUM, [GREETING, Message("user", text)]))
 
 
+def test_a_profile_can_turn_the_split_off(retriever):
+    off = MUSEUM.model_copy(update={"llm": MUSEUM.llm.model_copy(update={"split_questions": False})})
+    got = ask(retriever, off, [GREETING, Message("user", TWO[0][0])])
+    assert got.split is None and got.facts == asked(retriever, TWO[0][0]).facts
+
+
 def test_an_answer_to_the_agents_question_is_never_split(retriever):
     question = Message("assistant", "Is the ticket for an adult or a child?")
     assert asked(retriever, "A child, and where do I leave the car and how late can we get in?", (GREETING, question)).split is None
