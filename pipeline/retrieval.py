@@ -128,6 +128,8 @@ def turn_query(history: Sequence[Message]) -> str:
 
 @dataclass(frozen=True)
 class Ranked:
+    """A turn's ranked facts; for a turn of several parts, also the parts and their vectors (`questions.ask` reads them)."""
+
     facts: list[str]
     query: str = ""  # the text ranked, when it had several parts
     parts: list[str] = field(default_factory=list)
