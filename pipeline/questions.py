@@ -20,9 +20,9 @@ from pipeline.prompt import Message, build_messages
 from pipeline.retrieval import FactIndex, Retriever
 
 # A part asks about a fact when its best fact leads its median one by MIN_LEAD and it reads as a question with a
-# best score of MIN_QUESTION_SCORE, or, as bare keywords (at most MAX_KEYWORDS words, no "I", "we" or "my": "baguette
-# price", not "I'm not parking"), scores MIN_KEYWORD_SCORE. Chosen on the validation scenarios of training sectors
-# (docs/retrieval.md).
+# best score of MIN_QUESTION_SCORE, or ends in bare keywords (a last clause of at most MAX_KEYWORDS words, no "I", "we"
+# or "my": "while I have you, baguette price", not "I'm not parking") and scores MIN_KEYWORD_SCORE. Chosen on the
+# validation scenarios of training sectors (docs/retrieval.md).
 MIN_LEAD, MIN_QUESTION_SCORE, MIN_KEYWORD_SCORE, MAX_KEYWORDS = 0.1, 0.3, 0.45, 6
 WH_WORD = re.compile(r"\b(?:what|what's|whats|how|when|where|which|who|why|whether)\b", re.I)
 ASKING = re.compile(
@@ -31,6 +31,7 @@ ASKING = re.compile(
     re.I,
 )
 FIRST_PERSON = re.compile(r"\b(?:i|i'm|im|i've|ive|we|we're|we've|my|our|us|me)\b", re.I)
+LEFT_BY_THE_CUT = re.compile(r"\s+(?:i|we)$", re.I)  # "price I | also need to know, ...": the cut leaves the "I"
 
 
 def is_question(text: str) -> bool:
@@ -44,7 +45,8 @@ def asks_about_fact(part: str, best: float, lead: float) -> bool:
         return False
     if is_question(part):
         return best >= MIN_QUESTION_SCORE
-    return best >= MIN_KEYWORD_SCORE and len(part.split()) <= MAX_KEYWORDS and not FIRST_PERSON.search(part)
+    keywords = LEFT_BY_THE_CUT.sub("", part.rsplit(",", 1)[-1].strip())
+    return best >= MIN_KEYWORD_SCORE and len(keywords.split()) <= MAX_KEYWORDS and not FIRST_PERSON.search(keywords)
 
 
 @dataclass(frozen=True)

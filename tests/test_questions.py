@@ -7,7 +7,7 @@ from test_retrieval import MUSEUM
 
 from models.embedder import Embedder
 from pipeline.prompt import RELEVANT_HEADER, Message
-from pipeline.questions import Asked, ask, asked_messages, is_question
+from pipeline.questions import Asked, ask, asked_messages, asks_about_fact, is_question
 from pipeline.retrieval import Retriever
 
 GREETING = Message("assistant", MUSEUM.greeting)
@@ -38,6 +38,16 @@ def test_questions_are_told_from_remarks():
         assert is_question(text), text
     for text in ("Sorry, bad line.", "I'm ringing from the car park.", "birthday party price", "Thanks so much."):
         assert not is_question(text), text
+
+
+def test_a_part_asks_about_a_fact_as_a_question_or_as_keywords():
+    for part in ("how late are you open", "while I have you, free delivery minimum", "screen repair price I", "baguette price"):
+        assert asks_about_fact(part, best=0.6, lead=0.4), part
+    for part in ("I'm not parking.", "Sorry, I'm ringing from the car park.", "apparently it will not fit under the roof of the car park"):
+        assert not asks_about_fact(part, best=0.6, lead=0.4), part
+    assert not asks_about_fact("baguette price", best=0.4, lead=0.3)  # keywords need a closer fact than a question
+    assert asks_about_fact("how late are you open", best=0.4, lead=0.3)
+    assert not asks_about_fact("how late are you open", best=0.6, lead=0.05)  # no fact stands out
 
 
 def test_a_turn_of_two_questions_asks_each_with_its_own_fact(retriever):
