@@ -265,11 +265,13 @@ class Call:
         for answered in range(MAX_HTTP_CALLS + 1):
             part = Part(self.playout.segment_count(turn.index))
             turn.parts.append(part)
-            if call is None and answered == 0:
-                call = await self._model_reply(turn, part, *asked_messages(self.profile, prior, asked))
-            elif call is None:
-                messages = build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)], relevant=turn.facts)
-                call = await self._model_reply(turn, part, messages)
+            if call is None:
+                messages, then = (
+                    asked_messages(self.profile, prior, asked)
+                    if answered == 0
+                    else (build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)], relevant=turn.facts), None)
+                )
+                call = await self._model_reply(turn, part, messages, then)
             part.last = self.playout.segment_count(turn.index)
             if call is None:
                 return

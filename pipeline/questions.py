@@ -17,7 +17,7 @@ import numpy as np
 
 from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
-from pipeline.retrieval import FactIndex, Retriever
+from pipeline.retrieval import FactIndex, Retriever, turn_query
 
 # A part asks about a fact when its best fact leads its median one by MIN_LEAD and it reads as a question with a
 # best score of MIN_QUESTION_SCORE, or ends in bare keywords (a last clause of at most MAX_KEYWORDS words, no "I", "we"
@@ -87,13 +87,13 @@ def two_questions(index: FactIndex, text: str, parts: Sequence[str], vectors: np
     return end, first + 1
 
 
-def ask(retriever: Retriever, profile: Profile, history: Sequence[Message], k: int | None = None) -> Asked:
+def ask(retriever: Retriever, profile: Profile, history: Sequence[Message]) -> Asked:
     """The caller's last turn ranked for the model: its facts, and its two questions when it asks two."""
-    ranked = retriever.ranked(profile, history, k)
+    ranked = retriever.ranked(profile, history)
     facts, parts, vectors = tuple(ranked.facts), ranked.parts, ranked.vectors
     caller = history[-1].content.strip() if history and history[-1].role == "user" else ""
     # after an agent question the caller is answering it (slot filling): one answer, never split
-    if vectors is None or ranked.query != caller or not profile.llm.split_questions:
+    if vectors is None or turn_query(history) != caller or not profile.llm.split_questions:
         return Asked(facts)
     index = retriever.index(profile)
     cut = two_questions(index, caller, parts, vectors)

@@ -131,7 +131,6 @@ class Ranked:
     """A turn's ranked facts; for a turn of several parts, also the parts and their vectors (`questions.ask` reads them)."""
 
     facts: list[str]
-    query: str = ""  # the text ranked, when it had several parts
     parts: list[str] = field(default_factory=list)
     vectors: np.ndarray | None = None  # one row per part
 
@@ -176,7 +175,7 @@ class Retriever:
             return Ranked(index.top(query, self.encoder.embed([query])[0], k))
         vectors = self.encoder.embed(parts)  # the whole turn as their mean: one short batch instead of a long row more
         whole = vectors.mean(0)
-        return Ranked(index.top(query, whole / np.linalg.norm(whole), k, list(zip(parts, vectors))), query, parts, vectors)
+        return Ranked(index.top(query, whole / np.linalg.norm(whole), k, list(zip(parts, vectors))), parts, vectors)
 
     def with_facts(self, profile: Profile, history: Sequence[Message]) -> list[Message]:
         """The history with each caller message's ranked facts attached, as a call builds it turn by turn."""
