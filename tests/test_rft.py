@@ -1,4 +1,4 @@
-"""Rejection-sampling fine-tuning data: which reply is kept, and a tiny real sampling run with the tuned model."""
+"""Rejection-sampling fine-tuning data: which reply is kept, which pair is written, and a tiny real sampling run with the tuned model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from training.data.generate import DataConfig, generate
-from training.rft import RFTConfig, best_passing, kept_row, main, passes
+from training.rft import RFTConfig, best_passing, kept_row, main, passes, preference_pair
 
 pytest.importorskip("trl")
 
@@ -37,6 +37,20 @@ def test_the_best_passing_reply_is_kept_and_the_written_one_when_none_passes():
     assert outcome["any_passed"] and not outcome["greedy_passed"]
 
 
+def test_a_pair_sets_the_kept_reply_against_the_worst_failing_one():
+    row = {
+        "messages": [{"role": "user", "content": "What's it cost to take my car over?"}, {"role": "assistant", "content": "It's $47."}],
+        "meta": {"kind": "fact", "checks": FEE},
+    }
+    refusal, both = "Sorry, I don't have that information.", "It's forty seven dollars, or seventy one dollars for a long vehicle."
+    right = "It's forty seven dollars each way."
+    pair = preference_pair(row, [both, right, refusal])
+    assert pair["chosen"] == right and pair["rejected"] == refusal  # the refusal scores lowest: -1 for a false "I don't have that"
+    assert pair["messages"] == row["messages"][:-1] and pair["meta"] == row["meta"]
+    assert preference_pair(row, [both])["chosen"] == "It's $47."  # nothing passed: the written reply
+    assert preference_pair(row, [right, right]) is None
+
+
 def test_a_tiny_rft_run_samples_the_tuned_model_and_writes_sft_data(tmp_path):
     data = tmp_path / "data"
     generate(data, DataConfig(brands_per_sector=5, train_conversations=40, heldout_conversations=4, scenarios=4, general_prompts=2))
@@ -46,6 +60,10 @@ def test_a_tiny_rft_run_samples_the_tuned_model_and_writes_sft_data(tmp_path):
     assert len(kept) == 4 and manifest["all"]["prompts"] == 4
     assert sum(manifest["kept"].values()) == 4 and (cfg.out / "general.jsonl").exists()
     assert manifest["all"]["pass_at_k"] >= manifest["all"]["greedy_pass"]
+    pairs = [json.loads(line) for line in (cfg.out / "pairs.jsonl").read_text().splitlines()]
+    assert manifest["pairs"] == len(pairs)
+    for pair in pairs:
+        assert not passes(pair["rejected"], pair["meta"]["checks"]) and pair["chosen"] != pair["rejected"]
     for row in kept:
         assert row["messages"][-1]["role"] == "assistant" and row["meta"]["rft"] in ("sample", "written")
         if row["meta"]["rft"] == "sample":

@@ -113,9 +113,9 @@ def train_rl(
 @train_app.command("rft")
 def train_rft(
     data_dir: Annotated[Path, typer.Option(help="SFT data whose rows carry meta.kind and meta.checks")] = Path("runs/brands"),
-    out: Annotated[Path, typer.Option(help="folder for the kept replies as SFT data (train.jsonl, general.jsonl, manifest.json)")] = Path(
-        "runs/rft"
-    ),
+    out: Annotated[
+        Path, typer.Option(help="folder for the kept replies as SFT data (train.jsonl, general.jsonl, manifest.json) and pairs.jsonl")
+    ] = Path("runs/rft"),
     model: Annotated[str, typer.Option(help="tuned, or the adapter/model folder to sample from")] = "tuned",
     prompts: Annotated[int, typer.Option(help="training prompts to sample")] = 600,
     samples: Annotated[int, typer.Option(help="replies per prompt: one greedy, the rest sampled")] = 4,
@@ -130,7 +130,42 @@ def train_rft(
         data_dir=data_dir, out=out, model=model, prompts=prompts, samples=samples, temperature=temperature, workers=workers, seed=seed
     )
     manifest = main(cfg)
-    typer.echo(json.dumps({k: manifest[k] for k in ("all", "per_kind", "kept")}, indent=2))
+    typer.echo(json.dumps({k: manifest[k] for k in ("all", "per_kind", "kept", "pairs")}, indent=2))
+
+
+@train_app.command("dpo")
+def train_dpo(
+    pairs: Annotated[Path, typer.Option(help="pairs.jsonl from `talkline train rft`")] = Path("runs/rft/pairs.jsonl"),
+    run_dir: Annotated[Path, typer.Option()] = Path("runs/dpo"),
+    init_adapter: Annotated[Path, typer.Option(help="the adapter the pairs were sampled from: the start and the reference")] = Path(
+        "models/adapters/talkline"
+    ),
+    device: Device = "cpu",
+    steps: Annotated[int, typer.Option()] = 100,
+    batch_size: Annotated[int, typer.Option(help="pairs a step")] = 4,
+    lr: Annotated[float, typer.Option()] = 2e-5,
+    beta: Annotated[float, typer.Option(help="how far the policy may move from the reference")] = 0.1,
+    sft_coef: Annotated[float, typer.Option(help="weight of the chosen reply's per-token NLL")] = 0.2,
+    threads: Annotated[int, typer.Option(help="torch threads on CPU")] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Preference training (DPO) on the model's own failed replies against its passing ones."""
+    from training.dpo import DPORunConfig, main
+
+    cfg = DPORunConfig(
+        pairs=pairs,
+        run_dir=run_dir,
+        init_adapter=init_adapter,
+        device=device,
+        max_steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        beta=beta,
+        sft_coef=sft_coef,
+        threads=threads,
+        seed=seed,
+    )
+    typer.echo(f"adapter: {main(cfg)}")
 
 
 @train_app.command("ship")

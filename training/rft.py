@@ -1,6 +1,8 @@
 """Rejection-sampling fine-tuning (RFT) data: sample several replies per training prompt from the current model, keep
 the best one that passes the eval's own checks, and write them as SFT data that `talkline train sft --data-dir`
 continues the adapter on. Prompts no sample answered keep their written reply, so the hard ones are not dropped.
+Prompts where some reply fails also give a preference pair (`pairs.jsonl`, for `talkline train dpo`): the kept reply
+against the failing one the rewards score lowest, so the model learns from its own mistakes.
 
 The first reply per prompt is greedy (what a call gets), the rest sampled; the manifest reports the greedy pass rate
 and pass@k per kind on the training prompts, which says where the model stands and what RFT can add.
@@ -83,6 +85,22 @@ def sample_rows(model_path: str, rows: list[tuple[int, dict]], cfg: RFTConfig) -
     return out
 
 
+def worst_failing(replies: list[str], kind: str, checks: dict) -> str | None:
+    """The failing reply with the lowest reward (then the most words), or None if every reply passes."""
+    bad = [r for r in replies if not passes(r, checks)]
+    return min(bad, key=lambda r: (score(r, kind, checks), -word_count(r))) if bad else None
+
+
+def preference_pair(row: dict, replies: list[str]) -> dict | None:
+    """A prompt's pair for preference training: the reply RFT keeps against its worst failing sample (None if all pass)."""
+    meta = row["meta"]
+    rejected = worst_failing(replies, meta["kind"], meta["checks"])
+    if rejected is None:
+        return None
+    chosen = best_passing(replies, meta["kind"], meta["checks"]) or row["messages"][-1]["content"]
+    return {"messages": row["messages"][:-1], "chosen": chosen, "rejected": rejected, "meta": meta}
+
+
 def kept_row(row: dict, replies: list[str]) -> tuple[dict, dict]:
     """The SFT row RFT keeps for a prompt, and what happened to it (for the manifest)."""
     meta = row["meta"]
@@ -115,7 +133,8 @@ def summarize(outcomes: list[dict]) -> dict:
 
 
 def main(cfg: RFTConfig) -> dict:
-    """Sample, keep, and write `out/train.jsonl`, `out/general.jsonl` (copied) and `out/manifest.json`."""
+    """Sample, keep, and write `out/train.jsonl`, `out/pairs.jsonl`, `out/general.jsonl` (copied) and
+    `out/manifest.json`."""
     from models.assets import llm_dir
 
     model_path = str(llm_dir(cfg.model))  # merged once here, not raced by the workers
@@ -123,15 +142,18 @@ def main(cfg: RFTConfig) -> dict:
     shards = [rows[w :: cfg.workers] for w in range(cfg.workers)]
     with ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn")) as pool:
         done = list(pool.map(sample_rows, [model_path] * cfg.workers, shards, [cfg] * cfg.workers))
-    kept, outcomes = [], []
+    kept, outcomes, pairs = [], [], []
     for sampled in (s for shard in done for s in shard):
         row, outcome = kept_row(sampled["row"], sampled["replies"])
         kept.append(row)
         outcomes.append(outcome)
+        if pair := preference_pair(sampled["row"], sampled["replies"]):
+            pairs.append(pair)
     write_jsonl(cfg.out / "train.jsonl", kept)
+    write_jsonl(cfg.out / "pairs.jsonl", pairs)
     if (cfg.data_dir / "general.jsonl").exists():
         shutil.copyfile(cfg.data_dir / "general.jsonl", cfg.out / "general.jsonl")
     config = {**asdict(cfg), "data_dir": str(cfg.data_dir), "out": str(cfg.out)}
-    manifest = {"config": config, "model_path": model_path, **summarize(outcomes)}
+    manifest = {"config": config, "model_path": model_path, **summarize(outcomes), "pairs": len(pairs)}
     (cfg.out / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return manifest
