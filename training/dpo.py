@@ -11,7 +11,6 @@ the reply's tokens and its <|im_end|>; the reference's are computed once, before
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from transformers import PreTrainedTokenizerBase
 
 from training.modeling import load_base
 from training.runlog import write_config
+from training.schedule import warmup_cosine
 from training.sft import read_jsonl
 
 
@@ -126,10 +126,7 @@ def reference_logprobs(model, pairs: list[EncodedPair], pad_id: int, batch: int)
 
 
 def lr_at(step: int, cfg: DPORunConfig) -> float:
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps)
-    return cfg.lr * 0.5 * (1 + math.cos(math.pi * progress))
+    return warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.max_steps)
 
 
 def main(cfg: DPORunConfig) -> Path:

@@ -9,7 +9,6 @@ to resume from).
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from training.drafter.regenerate import RegenSettings, Sample, regenerate
 from training.drafter.target import load_target, stop_ids
 from training.drafter.ttt import draft_head, ttt_loss, unroll_hidden
 from training.drafter.vocab import draft_vocab
+from training.schedule import warmup_cosine
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -120,10 +120,7 @@ def start_drafter(
 
 def lr_at(step: int, cfg: DrafterTrainConfig) -> float:
     """Linear warmup, then cosine decay to lr * min_lr_ratio at the last step."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+    return warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
 
 
 def batch_at(step: int, samples: list[Sample | DialogSample], cfg: DrafterTrainConfig) -> list[Sample | DialogSample]:
