@@ -4,8 +4,10 @@ raises in one call. The call goes on, speaks the fallback line when nothing was 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
+from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
@@ -84,6 +86,21 @@ class RecordingIO:
             await asyncio.sleep(0.05)
 
 
+@contextlib.asynccontextmanager
+async def running(call: Call) -> AsyncIterator[asyncio.Task]:
+    """`call.run()` as a task; leaving the block hangs the call up if it is still on, so a failed test leaks no call."""
+    runner = asyncio.create_task(call.run())
+    try:
+        yield runner
+    finally:
+        if not runner.done():
+            call.push(HangUp("caller_stop"))
+            try:
+                await asyncio.wait_for(runner, 30)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+
+
 class BrokenASR:
     """Every decode (interim and final) raises."""
 
@@ -113,17 +130,18 @@ async def broken_call(server, stages, llm_url: str, speech) -> tuple[RecordingIO
     broken = dataclasses.replace(stages, asr=BrokenASR(), tts=FlakyTTS(stages.tts, "thirty"), llm=OpenAICompatLLM(llm_url))
     state, io = server.state, RecordingIO()
     call = Call(state.profiles["skyways"], broken, io, state.store, state.metrics, 16000, "test")
-    runner = asyncio.create_task(call.run())
-    await io.wait(lambda io: io.finals())
-    question = np.concatenate([speech("How much does it cost to check a bag?"), np.zeros(32000, np.float32)])  # past the longest endpoint
-    for i in range(0, len(question), 320):  # 20 ms frames at real time
-        call.push(AudioIn(question[i : i + 320], time.monotonic()))
-        await asyncio.sleep(0.02)
-    await io.wait(lambda io: {"type": "transcript", "text": "", "final": True} in io.events)  # ASR failed: an empty transcript
-    call.push(TextIn("How much is a checked bag?", time.monotonic()))
-    await io.wait(lambda io: len(io.finals()) >= 2)
-    call.push(HangUp("caller_stop"))
-    assert await runner == "caller_stop"
+    async with running(call) as runner:
+        await io.wait(lambda io: io.finals())
+        silence = np.zeros(32000, np.float32)  # past the longest endpoint
+        question = np.concatenate([speech("How much does it cost to check a bag?"), silence])
+        for i in range(0, len(question), 320):  # 20 ms frames at real time
+            call.push(AudioIn(question[i : i + 320], time.monotonic()))
+            await asyncio.sleep(0.02)
+        await io.wait(lambda io: {"type": "transcript", "text": "", "final": True} in io.events)  # ASR failed: an empty transcript
+        call.push(TextIn("How much is a checked bag?", time.monotonic()))
+        await io.wait(lambda io: len(io.finals()) >= 2)
+        call.push(HangUp("caller_stop"))
+        assert await runner == "caller_stop"
     await broken.llm.aclose()
     return io, call.id
 

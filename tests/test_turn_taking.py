@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 
 import httpx
 import numpy as np
 import pytest
-from test_faults import RecordingIO
+from test_faults import RecordingIO, running
 
 from bench.wsclient import CallClient
 from pipeline.call import Call
@@ -130,17 +129,17 @@ async def test_the_next_prompt_is_prefilled_while_the_caller_talks(server):
     state, io = server.state, RecordingIO()
     call = Call(state.profiles["skyways"], state.stages, io, state.store, state.metrics, 16000, "test")
     engine = state.stages.llm.engine
-    runner = asyncio.create_task(call.run())
 
     def warmed() -> list[int]:
         return engine.encode_chat(build_messages(call.profile, call.history), add_generation_prompt=False)
 
-    for asked in range(2):
-        await io.wait(lambda io, n=asked: len(io.finals()) > n, timeout=120)
-        await io.wait(lambda io: call.llm.session.ids == warmed(), timeout=60)
-        prefix = len(call.llm.session.ids)
-        call.push(TextIn("How much does it cost to check a bag?", time.monotonic()))
-        await io.wait(lambda io, n=asked: len(io.finals()) > n + 1, timeout=120)
-        assert call.llm.last_stats.reused_tokens == prefix, "the turn fed only its own words"
-    call.push(HangUp("caller_stop"))
-    assert await runner == "caller_stop"
+    async with running(call) as runner:
+        for asked in range(2):
+            await io.wait(lambda io, n=asked: len(io.finals()) > n, timeout=120)
+            await io.wait(lambda io: call.llm.session.ids == warmed(), timeout=60)
+            prefix = len(call.llm.session.ids)
+            call.push(TextIn("How much does it cost to check a bag?", time.monotonic()))
+            await io.wait(lambda io, n=asked: len(io.finals()) > n + 1, timeout=120)
+            assert call.llm.last_stats.reused_tokens == prefix, "the turn fed only its own words"
+        call.push(HangUp("caller_stop"))
+        assert await runner == "caller_stop"
