@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 from models.assets import minilm_dir
+from models.invariance import prepack_linears
 
 MAX_TOKENS = 128
 TUNED_LAYERS = Path(__file__).resolve().parent / "retriever" / "minilm_top_layers.safetensors"
@@ -44,6 +45,7 @@ class Embedder:
             if missing:
                 raise ValueError(f"{top_layers}: weights the model does not have: {sorted(missing)[:3]}")
             self.model.load_state_dict(state, strict=False)
+        prepack_linears(self.model)
         self._lock = threading.Lock()
 
     @property

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreT
 from models import assets
 from models.batching import ForwardBatcher
 from models.eagle3 import DrafterCache, Eagle3Drafter, load_drafter
-from models.invariance import make_batch_invariant
+from models.invariance import make_batch_invariant, prepack_linears
 from models.packed import packable
 from models.phrases import PHRASES_NAME, PhraseMemory
 from models.quantize import with_weights
@@ -124,7 +124,7 @@ class Engine:
                     f"drafter was built for hidden {cfg.hidden_size} / vocab {cfg.vocab_size}, the model has "
                     f"{target.hidden_size} / {target.vocab_size}: train a drafter for this model"
                 )
-            drafter = drafter.to(self.model.dtype).eval()
+            drafter = prepack_linears(drafter.to(self.model.dtype).eval())
             drafter.set_embedding(self.model.get_input_embeddings())
         self.drafter = drafter
 

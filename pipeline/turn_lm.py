@@ -28,9 +28,11 @@ class TurnLM:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from models.invariance import prepack_linears
+
         path = path or assets.smollm2_safetensors_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
+        self.model = prepack_linears(AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval())
         self.end_id = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         self._lock = threading.Lock()
 

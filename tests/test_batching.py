@@ -46,13 +46,14 @@ def test_batching_is_a_setting(monkeypatch):
     assert Settings().llm_batching is True
 
 
-@pytest.mark.parametrize("kind", ["bf16", "int8"])
+@pytest.mark.parametrize("kind", ["bf16", "bf16-prepacked", "int8"])
 @pytest.mark.parametrize(("fan_in", "fan_out"), [(576, 576), (576, 192), (576, 1536), (1536, 576)])
 def test_a_linear_gives_each_row_the_same_bits_in_any_gemm_up_to_the_packed_limit(kind, fan_in, fan_out):
     torch.manual_seed(0)
     linear = torch.nn.Linear(fan_in, fan_out, bias=False).to(torch.bfloat16)
-    if kind == "bf16":
+    if kind.startswith("bf16"):
         linear.__class__ = RowStableLinear
+        assert linear.prepack() if kind == "bf16-prepacked" else linear.packed is None
     else:
         linear = Int8Linear(linear)
     rows = torch.randn(MAX_PACKED_ROWS, fan_in, dtype=torch.bfloat16)
