@@ -97,7 +97,7 @@ def preference_pair(row: dict, replies: list[str]) -> dict | None:
     rejected = worst_failing(replies, meta["kind"], meta["checks"])
     if rejected is None:
         return None
-    chosen = best_passing(replies, meta["kind"], meta["checks"]) or row["messages"][-1]["content"]
+    chosen = kept_row(row, replies)[0]["messages"][-1]["content"]
     return {"messages": row["messages"][:-1], "chosen": chosen, "rejected": rejected, "meta": meta}
 
 
