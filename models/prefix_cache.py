@@ -15,8 +15,10 @@ MIN_REUSE = 16  # tokens in common below which a fresh session is as good
 
 
 class PrefixCache:
-    def __init__(self, new_session: Callable[[], Session], max_tokens: int = 32768, max_sessions: int = 32) -> None:
-        self.new_session, self.max_tokens, self.max_sessions = new_session, max_tokens, max_sessions
+    def __init__(
+        self, new_session: Callable[[], Session], max_tokens: int = 32768, max_sessions: int = 32, min_reuse: int = MIN_REUSE
+    ) -> None:
+        self.new_session, self.max_tokens, self.max_sessions, self.min_reuse = new_session, max_tokens, max_sessions, min_reuse
         self._idle: OrderedDict[int, Session] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -27,10 +29,10 @@ class PrefixCache:
             return sum(len(s.ids) for s in self._idle.values())
 
     def take(self, prompt: list[int]) -> Session:
-        """The idle session sharing the longest prefix with `prompt` (at least MIN_REUSE tokens), else a new one."""
+        """The idle session sharing the longest prefix with `prompt` (at least `min_reuse` tokens), else a new one."""
         with self._lock:
             best, key = max(((common_prefix_len(s.ids, prompt), k) for k, s in self._idle.items()), default=(0, None))
-            if key is not None and best >= MIN_REUSE:
+            if key is not None and best >= self.min_reuse:
                 return self._idle.pop(key)
         return self.new_session()
 

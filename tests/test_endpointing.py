@@ -9,6 +9,7 @@ import math
 import wave
 
 import numpy as np
+import torch
 import pytest
 
 from bench import endpointing
@@ -84,6 +85,28 @@ def test_the_turn_lm_scores_finished_words_above_unfinished_ones(turn_lm):
     done = turn_lm.log10_done("How much will it cost to bring my bike?")
     for unfinished in ("How much will it cost to bring", "My booking code is", "I'd like to change the"):
         assert turn_lm.log10_done(unfinished) < done, unfinished
+
+
+def test_a_pause_feeds_the_turn_lm_only_the_words_new_since_the_last_one(turn_lm):
+    def fresh(text: str) -> float:
+        with torch.inference_mode():
+            logits = turn_lm.model(torch.tensor([turn_lm.prompt_ids(text)])).logits[0, -1].float()
+        return float(torch.log_softmax(logits, -1)[turn_lm.end_id]) / math.log(10)
+
+    fed = []
+    forward = turn_lm.model.forward
+    turn_lm.model.forward = lambda *a, **k: fed.append(k["input_ids"].shape[1]) or forward(*a, **k)
+    try:
+        first = turn_lm.log10_done("I'd like to, um")
+        whole = turn_lm.log10_done("I'd like to, um, change the date of my trip.")
+        other_turn = turn_lm.log10_done("Could you tell me the fare for")
+    finally:
+        del turn_lm.model.forward
+    assert fed[-2] == len(turn_lm.prompt_ids("I'd like to, um, change the date of my trip.")) - len(turn_lm.prompt_ids("I'd like to, um"))
+    assert fed[-1] == len(turn_lm.prompt_ids("Could you tell me the fare for")) - len(turn_lm.instruction), "a new turn starts after the instruction"
+    for score, text in ((first, "I'd like to, um"), (whole, "I'd like to, um, change the date of my trip."), (other_turn, "Could you tell me the fare for")):
+        assert abs(score - fresh(text)) < 0.25, text  # bf16 rounds a cached forward a little differently
+    assert turn_lm.log10_done("I'd like to, um, change the date of my trip.") == pytest.approx(whole, abs=0.25)
 
 
 @pytest.mark.asyncio

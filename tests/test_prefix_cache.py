@@ -25,6 +25,15 @@ def test_the_longest_shared_prefix_wins_and_a_short_one_starts_fresh():
     assert cache.tokens == 100, "only the unrelated session is left idle"
 
 
+def test_a_pool_can_ask_for_more_in_common_than_a_shared_instruction():
+    instruction = list(range(15))
+    cache = PrefixCache(lambda: holding(instruction), max_tokens=1000, min_reuse=len(instruction) + 1)
+    turn = holding(instruction + [40, 41])
+    cache.give_back(turn)
+    assert cache.take(instruction + [50, 51]) is not turn, "another turn leaves this one's words alone"
+    assert cache.take(instruction + [40, 41, 42]) is turn
+
+
 def test_the_pool_keeps_its_token_and_session_bounds():
     cache = PrefixCache(lambda: holding([]), max_tokens=250, max_sessions=3)
     sessions = [holding([n] * 100) for n in range(3)]
