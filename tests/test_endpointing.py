@@ -9,8 +9,8 @@ import math
 import wave
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from bench import endpointing
 from bench.endpointing_set import CONTINUED, PAUSE_MS, RATE, TRIM_FLOOR, Speaker, Utterance, build, from_recording, voices
@@ -93,20 +93,19 @@ def test_a_pause_feeds_the_turn_lm_only_the_words_new_since_the_last_one(turn_lm
             logits = turn_lm.model(torch.tensor([turn_lm.prompt_ids(text)])).logits[0, -1].float()
         return float(torch.log_softmax(logits, -1)[turn_lm.end_id]) / math.log(10)
 
+    paused, whole, other = "I'd like to, um", "I'd like to, um, change the date of my trip.", "Could you tell me the fare for"
     fed = []
     forward = turn_lm.model.forward
     turn_lm.model.forward = lambda *a, **k: fed.append(k["input_ids"].shape[1]) or forward(*a, **k)
     try:
-        first = turn_lm.log10_done("I'd like to, um")
-        whole = turn_lm.log10_done("I'd like to, um, change the date of my trip.")
-        other_turn = turn_lm.log10_done("Could you tell me the fare for")
+        scores = {text: turn_lm.log10_done(text) for text in (paused, whole, other)}
     finally:
         del turn_lm.model.forward
-    assert fed[-2] == len(turn_lm.prompt_ids("I'd like to, um, change the date of my trip.")) - len(turn_lm.prompt_ids("I'd like to, um"))
-    assert fed[-1] == len(turn_lm.prompt_ids("Could you tell me the fare for")) - len(turn_lm.instruction), "a new turn starts after the instruction"
-    for score, text in ((first, "I'd like to, um"), (whole, "I'd like to, um, change the date of my trip."), (other_turn, "Could you tell me the fare for")):
+    assert fed[-2] == len(turn_lm.prompt_ids(whole)) - len(turn_lm.prompt_ids(paused))
+    assert fed[-1] == len(turn_lm.prompt_ids(other)) - len(turn_lm.instruction), "a new turn starts after the instruction"
+    for text, score in scores.items():
         assert abs(score - fresh(text)) < 0.25, text  # bf16 rounds a cached forward a little differently
-    assert turn_lm.log10_done("I'd like to, um, change the date of my trip.") == pytest.approx(whole, abs=0.25)
+    assert turn_lm.log10_done(whole) == pytest.approx(scores[whole], abs=0.25)
 
 
 @pytest.mark.asyncio
