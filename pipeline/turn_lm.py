@@ -72,10 +72,6 @@ class TurnLM:
         ids = self.prompt_ids(text)
         with self._lock, torch.inference_mode():
             session = self.checks.take(ids)
-            try:
-                logits, _ = session.prefill(self.model, ids)
-            except BaseException:
-                session.repair()
-                raise
-            self.checks.give_back(session)
+            logits, _ = session.prefill(self.model, ids)
+            self.checks.give_back(session)  # not reached after a failed forward: that session is dropped
         return max(float(torch.log_softmax(logits, -1)[self.end_id]) / math.log(10), FLOOR)
