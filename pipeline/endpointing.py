@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from pipeline.turn_lm import FLOOR
 from pipeline.turn_models import TurnModels
 from pipeline.turns import Cues, EndpointRule
 from pipeline.vad import SpeechDetector
@@ -56,9 +55,9 @@ class Endpointer:
 
     async def _lm_cue(self, text: str) -> None:
         model = self.models.turn_lm.model
-        await self._cue("lm_log10", model and model.log10_done, text, FLOOR)
+        await self._cue("lm_log10", model and model.log10_done, text, None)  # no reading: the rule waits as for unfinished words
 
-    async def _cue(self, name: str, model: Callable | None, given: object, not_done: float) -> None:
+    async def _cue(self, name: str, model: Callable | None, given: object, not_done: float | None) -> None:
         """Run a cue's model off the event loop; `not_done` stands in when it is missing or fails."""
         value = not_done
         if model is not None:

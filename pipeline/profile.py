@@ -54,7 +54,9 @@ class TurnSettings(_Strict):
     detector: Literal["text", "combined", "combined_audio", "turn_lm", "smart_turn", "vad"] = Field(
         "text", description="what judges a pause: see docs/turn-taking.md (combined: half the cut-offs, more CPU at each pause)"
     )
-    endpoint_silence_ms: int = Field(500, ge=100, le=5000, description="text: silence that ends a turn that trails off; vad: every turn")
+    endpoint_silence_ms: int = Field(
+        500, ge=100, le=5000, description="text: a turn that trails off; combined: finished words the turn LM doubts; vad: every turn"
+    )
     endpoint_complete_ms: int = Field(250, ge=100, le=5000, description="silence that ends a turn judged finished")
     endpoint_incomplete_ms: int = Field(1200, ge=100, le=5000, description="silence that ends a turn a model judges unfinished")
     barge_in_min_ms: int = Field(300, ge=50, le=5000)

@@ -54,8 +54,10 @@ class EndpointRule:
     """How long a pause must last to end the caller's turn. `vad`: always `silence_ms`; `text`: `complete_ms` for
     words that read as finished, else `silence_ms`; `smart_turn`, `turn_lm`: `complete_ms` when the model's cue
     passes its threshold, else `incomplete_ms`; `combined`: `complete_ms` when the turn LM's log10 probability plus
-    `text_weight` for finished-looking words reaches `score_threshold`; `combined_audio` adds Smart Turn's
-    probability to that score. Until the cues a rule reads have arrived, it waits as for an unfinished turn."""
+    `text_weight` for finished-looking words reaches `score_threshold`, else `silence_ms` for finished-looking words
+    (Whisper's garbled words read as unfinished to the turn LM) and `incomplete_ms` for the rest; `combined_audio`
+    adds Smart Turn's probability to that score. Until the cues a rule reads have arrived, it waits as for an
+    unfinished turn."""
 
     detector: str = "combined"
     complete_ms: int = 250
@@ -96,19 +98,23 @@ class EndpointRule:
             if cues.text is None or cues.lm_log10 is None or (self.reads_audio and cues.p_audio is None):
                 return self.incomplete_ms
             audio = cues.p_audio if self.reads_audio else 0.0
-            done = cues.lm_log10 + audio + self.text_weight * looks_complete(cues.text) >= self.threshold
+            finished = looks_complete(cues.text)
+            if cues.lm_log10 + audio + self.text_weight * finished >= self.threshold:
+                return self.complete_ms
+            return min(self.silence_ms, self.incomplete_ms) if finished else self.incomplete_ms
         return self.complete_ms if done else self.incomplete_ms
 
     def describe(self) -> str:
         waits = f"{self.complete_ms} ms, else {self.incomplete_ms} ms"
+        doubted = f"{self.complete_ms} ms, else {min(self.silence_ms, self.incomplete_ms)} ms for finished words, {self.incomplete_ms} ms"
         words = f"LM log10 p + {self.text_weight:g} x finished words"
         return {
             "vad": f"every pause {self.silence_ms} ms",
             "text": f"finished-looking words {self.complete_ms} ms, else {self.silence_ms} ms",
             "smart_turn": f"Smart Turn p >= {self.audio_threshold}: {waits}",
             "turn_lm": f"turn LM log10 p >= {self.lm_threshold}: {waits}",
-            "combined": f"{words} >= {self.threshold}: {waits}",
-            "combined_audio": f"{words} + Smart Turn p >= {self.threshold}: {waits}",
+            "combined": f"{words} >= {self.threshold}: {doubted}",
+            "combined_audio": f"{words} + Smart Turn p >= {self.threshold}: {doubted}",
         }[self.detector]
 
     def sweep(self) -> list[float]:

@@ -50,6 +50,10 @@ def test_rules_wait_long_until_their_cues_say_the_caller_is_done():
     # finished-looking words carry a low LM score over the threshold; the same score alone does not
     assert combined.wait_ms(Cues("I want to book a cleaning.", 0.2, -8.0)) == 250
     assert combined.wait_ms(Cues("I want to book a cleaning for", 0.2, -8.0)) == 1200
+    # finished-looking words the turn LM doubts (Whisper garbled them) wait as the text rule waits for unfinished ones
+    garbled = Cues("How much does it cost to care come ag?", 0.2, -11.0)
+    assert combined.wait_ms(garbled) == combined.silence_ms == 700
+    assert EndpointRule("combined", silence_ms=1500).wait_ms(garbled) == 1200  # never beyond the unfinished wait
 
 
 def test_every_detector_has_a_curve_and_the_profile_builds_its_rule():
