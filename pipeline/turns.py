@@ -81,6 +81,11 @@ class EndpointRule:
         return self.detector in ("turn_lm", "combined", "combined_audio")
 
     @property
+    def doubted_ms(self) -> int:
+        """The combined rules' wait for finished-looking words the score leaves short: never beyond the unfinished one."""
+        return min(self.silence_ms, self.incomplete_ms)
+
+    @property
     def threshold(self) -> float:
         """The combined rules' score threshold."""
         return COMBINED_THRESHOLDS.get(self.detector, 0.0) if self.score_threshold is None else self.score_threshold
@@ -101,12 +106,12 @@ class EndpointRule:
             finished = looks_complete(cues.text)
             if cues.lm_log10 + audio + self.text_weight * finished >= self.threshold:
                 return self.complete_ms
-            return min(self.silence_ms, self.incomplete_ms) if finished else self.incomplete_ms
+            return self.doubted_ms if finished else self.incomplete_ms
         return self.complete_ms if done else self.incomplete_ms
 
     def describe(self) -> str:
         waits = f"{self.complete_ms} ms, else {self.incomplete_ms} ms"
-        doubted = f"{self.complete_ms} ms, else {min(self.silence_ms, self.incomplete_ms)} ms for finished words, {self.incomplete_ms} ms"
+        doubted = f"{self.complete_ms} ms, else {self.doubted_ms} ms for finished words, {self.incomplete_ms} ms"
         words = f"LM log10 p + {self.text_weight:g} x finished words"
         return {
             "vad": f"every pause {self.silence_ms} ms",
