@@ -6,7 +6,7 @@ CHROMIUM := /usr/bin/chromium
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test setup clean train train-drafter train-retriever postgres nginx espeak screenshot
+.PHONY: serve test setup clean train train-drafter train-retriever train-turn-lm postgres nginx espeak screenshot
 
 setup: $(STAMP) $(CHROMIUM) postgres nginx espeak
 
@@ -99,6 +99,11 @@ train: $(STAMP)
 # `make train` builds its data with the shipped layers; copying the result into models/retriever/ ships it.
 train-retriever: $(STAMP)
 	$(VENV)/bin/talkline train retriever --out $(TRAIN_DIR)/retriever
+
+# The words' end-of-turn model (docs/turn-taking.md): MiniLM's top layers and a head on the train pools' caller turns,
+# about 10 min on two threads; copying the result into models/turn_lm/ ships it.
+train-turn-lm: $(STAMP)
+	$(VENV)/bin/talkline train turn-lm --out $(TRAIN_DIR)/turn-lm
 
 # EAGLE3 drafter (docs/training.md "Drafter training"): stage 1 on broad prompts -> $(DRAFTER_DIR)/generic, stage 2 on the
 # domain dialogs of `talkline train data` -> $(DRAFTER_DIR)/domain. The small-CPU settings below take about 25 min

@@ -51,8 +51,8 @@ class LLMSettings(_Strict):
 
 
 class TurnSettings(_Strict):
-    detector: Literal["text", "combined", "combined_audio", "turn_lm", "smart_turn", "vad"] = Field(
-        "text", description="what judges a pause: see docs/turn-taking.md (combined: about half the cut-offs, more CPU at each pause)"
+    detector: Literal["turn_lm", "text", "combined", "combined_audio", "smart_turn", "vad"] = Field(
+        "turn_lm", description="what judges a pause: see docs/turn-taking.md (turn_lm: half the transcript rule's cut-offs)"
     )
     endpoint_silence_ms: int = Field(
         500, ge=100, le=5000, description="text: a turn that trails off; combined: finished words the turn LM doubts; vad: every turn"

@@ -1,77 +1,102 @@
-"""The words' end-of-turn cue: how likely SmolLM2-135M-Instruct finds it that the caller's message ends right after the
-words heard so far (its chat template's <|im_end|> as the next token). Zero-shot, as a text end-of-utterance model.
+"""The words' end-of-turn cue: how likely it is that the caller's turn ends right after the words heard so far.
 
-Each pause of a turn re-reads the turn's words so far, which begin with the previous pause's: the KV caches of recent
-checks are kept (`models/prefix_cache.py`), so a check feeds only the words that are new since the last one (and a
-new turn only its own words after the shared instruction)."""
+A MiniLM classifier (the bundled all-MiniLM-L6-v2 with its top layers fine-tuned and a one-logit head, trained by
+`talkline train turn-lm` on the train pools' caller turns against the same turns cut at a word) reads the words
+lowercased, without punctuation: Whisper ends every clip, finished or not, with a full stop. A check is one encoder
+pass over a short text (~5 ms on one thread), so it costs a pause far less than a causal LM's forward."""
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 import threading
 from pathlib import Path
 
-from models import assets
-from models.prefix_cache import PrefixCache
-from models.session import Session
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer
 
-SYSTEM = "You are a helpful phone agent."
+from models.assets import minilm_dir
+from models.invariance import prepack_linears
+
 FLOOR = -12.0  # log10 of a probability too small to matter
-KEPT_TOKENS, KEPT_CHECKS = 4096, 64  # the recent checks' caches: ~23 KB a token, ~94 MB at most
+MAX_TOKENS = 64  # a turn's last words are what matter
+HEAD = Path(__file__).resolve().parents[1] / "models" / "turn_lm" / "minilm_turn.safetensors"
 _NOT_WORD = re.compile(r"[^\w\s']")
 
 
 def words_only(text: str) -> str:
-    """Lowercase words without punctuation: Whisper ends every clip, finished or not, with a full stop."""
+    """Lowercase words without punctuation."""
     return " ".join(_NOT_WORD.sub(" ", text.lower()).split())
 
 
 class TurnLM:
-    """One small causal LM shared by every call (the base model: it judges plain English better than the tuned one);
-    `log10_done` is blocking, run it off the event loop."""
+    """The classifier, shared by every call; `log10_done` is blocking (run it off the event loop) and thread-safe.
 
-    def __init__(self, path: Path | None = None) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    `weights`: the trained top layers and head (default: the shipped file); None starts from the bundled encoder and a
+    fresh head, for training."""
 
-        from models.invariance import prepack_linears
-
-        path = path or assets.smollm2_safetensors_dir()
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = prepack_linears(AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval())
-        self.end_id = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        self.instruction = self.prompt_ids("")  # the chat before the caller's words, the same for every check
-        self._instruction: Session | None = None
-        # a kept check is taken only by one that shares some of its words: a new turn starts from the instruction
-        self.checks = PrefixCache(self._new_session, KEPT_TOKENS, KEPT_CHECKS, min_reuse=len(self.instruction) + 1)
+    def __init__(self, weights: Path | None = HEAD) -> None:
+        path = minilm_dir()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self.encoder = AutoModel.from_pretrained(str(path), dtype=torch.float32).eval()
+        self.head = torch.nn.Linear(2 * self.encoder.config.hidden_size, 1)
+        if weights is not None:
+            self._load(Path(weights))
         self._lock = threading.Lock()
 
-    def _new_session(self) -> Session:
-        """A session holding the instruction's keys and values, computed at the first check and copied since."""
-        from transformers import DynamicCache
+    def _load(self, weights: Path) -> None:
+        if not weights.exists():
+            raise FileNotFoundError(f"{weights}: the turn LM's weights are missing; `talkline train turn-lm` makes them")
+        state = load_file(str(weights))
+        head = {k.removeprefix("head."): v.float() for k, v in state.items() if k.startswith("head.")}
+        encoder = {k: v.float() for k, v in state.items() if not k.startswith("head.")}
+        if missing := set(encoder) - set(self.encoder.state_dict()):
+            raise ValueError(f"{weights}: weights the encoder does not have: {sorted(missing)[:3]}")
+        self.encoder.load_state_dict(encoder, strict=False)
+        self.head.load_state_dict(head)
+        self.encoder.to(torch.bfloat16)
+        self.head.to(torch.bfloat16)
+        prepack_linears(self.encoder)
 
-        if self._instruction is None:
-            self._instruction = Session(cache=DynamicCache(config=self.model.config))
-            self._instruction.prefill(self.model, self.instruction)
-        return Session(cache=copy.deepcopy(self._instruction.cache), ids=list(self._instruction.ids))
-
-    def prompt_ids(self, text: str) -> list[int]:
-        """The chat up to and including the caller's words, with the caller's message left open."""
-        chat = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": words_only(text)}]
-        rendered = self.tokenizer.apply_chat_template(chat, tokenize=False)
-        return self.tokenizer(rendered[: rendered.rindex("<|im_end|>")]).input_ids
+    def logits(self, texts: list[str]) -> torch.Tensor:
+        """One logit per text (already `words_only`): above 0 reads as a finished turn."""
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
+        hidden = self.encoder(**batch).last_hidden_state
+        mask = batch["attention_mask"]
+        last = hidden[torch.arange(hidden.shape[0]), mask.sum(1) - 2]  # the last word piece, before [SEP]
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        mean = (hidden * weights).sum(1) / weights.sum(1)
+        return self.head(torch.cat([last, mean], dim=-1)).squeeze(-1)
 
     def log10_done(self, text: str) -> float:
-        """log10 P(the caller's message ends here | its words so far); FLOOR for no words."""
-        import torch
-
-        if not words_only(text):
+        """log10 P(the caller's turn ends here | its words so far); FLOOR for no words."""
+        words = words_only(text)
+        if not words:
             return FLOOR
-        ids = self.prompt_ids(text)
         with self._lock, torch.inference_mode():
-            session = self.checks.take(ids)
-            logits, _ = session.prefill(self.model, ids)
-            self.checks.give_back(session)  # not reached after a failed forward: that session is dropped
-        return max(float(torch.log_softmax(logits, -1)[self.end_id]) / math.log(10), FLOOR)
+            log_p = float(torch.nn.functional.logsigmoid(self.logits([words]).float())[0])
+        return max(log_p / math.log(10), FLOOR)
+
+    def train_mode(self, layers: int) -> None:
+        """Float32, the top `layers` encoder layers and the head learning, the rest frozen."""
+        self.encoder.float().train()
+        self.head.float()
+        for p in self.encoder.parameters():
+            p.requires_grad_(False)
+        for p in self.trainable_encoder_parameters(layers):
+            p.requires_grad_(True)
+
+    def trainable_encoder_parameters(self, layers: int = 3) -> list[torch.nn.Parameter]:
+        return [p for layer in self.encoder.encoder.layer[-layers:] for p in layer.parameters()]
+
+    def trained_weights(self, layers: int) -> dict[str, torch.Tensor]:
+        """What `talkline train turn-lm` ships: the top `layers` encoder layers and the head, in bf16."""
+        first = len(self.encoder.encoder.layer) - layers
+        out = {
+            f"encoder.layer.{first + i}.{k}": v.detach().to(torch.bfloat16).contiguous()
+            for i, layer in enumerate(self.encoder.encoder.layer[-layers:])
+            for k, v in layer.state_dict().items()
+        }
+        out.update({f"head.{k}": v.detach().to(torch.bfloat16).contiguous() for k, v in self.head.state_dict().items()})
+        return out

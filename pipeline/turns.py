@@ -36,7 +36,7 @@ def endpoint_ms(text: str, complete_ms: int, default_ms: int) -> int:
 
 
 DETECTORS = ("vad", "text", "smart_turn", "turn_lm", "combined", "combined_audio")
-COMBINED_THRESHOLDS = {"combined": -6.0, "combined_audio": -5.5}  # chosen on the even-numbered lines of the benchmark
+COMBINED_THRESHOLDS = {"combined": -0.3, "combined_audio": 0.0}  # chosen on the even-numbered lines of the benchmark
 
 
 @dataclass(frozen=True)
@@ -55,18 +55,18 @@ class EndpointRule:
     words that read as finished, else `silence_ms`; `smart_turn`, `turn_lm`: `complete_ms` when the model's cue
     passes its threshold, else `incomplete_ms`; `combined`: `complete_ms` when the turn LM's log10 probability plus
     `text_weight` for finished-looking words reaches `score_threshold`, else `silence_ms` for finished-looking words
-    (Whisper's garbled words read as unfinished to the turn LM) and `incomplete_ms` for the rest; `combined_audio`
+    (words the turn LM doubts, often Whisper's garbled ones) and `incomplete_ms` for the rest; `combined_audio`
     adds Smart Turn's probability to that score. Until the cues a rule reads have arrived, it waits as for an
     unfinished turn."""
 
-    detector: str = "combined"
+    detector: str = "turn_lm"
     complete_ms: int = 250
     silence_ms: int = 700
     incomplete_ms: int = 1200
     audio_threshold: float = 0.5
-    lm_threshold: float = -6.0
+    lm_threshold: float = -2.0  # chosen on the even-numbered lines of the benchmark
     score_threshold: float | None = None  # None: COMBINED_THRESHOLDS
-    text_weight: float = 3.0
+    text_weight: float = 1.0
 
     @property
     def reads_text(self) -> bool:
@@ -124,12 +124,12 @@ class EndpointRule:
 
     def sweep(self) -> list[float]:
         """The values `with_knob` takes to trace this rule's curve, from hasty to patient."""
-        combined = [-8.0, -7.0, -6.5, -6.0, -5.5, -5.0, -4.5, -4.0, -3.0]
+        combined = [-2.0, -1.5, -1.0, -0.7, -0.5, -0.3, -0.1, 0.0, 0.25, 0.5]
         return {
             "vad": [200, 300, 400, 500, 600, 700, 800, 1000, 1200, 1400, 1700, 2000],
             "text": [0.8, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0],
             "smart_turn": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-            "turn_lm": [-9.0, -8.0, -7.0, -6.5, -6.0, -5.5, -5.0, -4.5, -4.0],
+            "turn_lm": [-4.0, -3.0, -2.5, -2.0, -1.5, -1.0, -0.7, -0.5, -0.3, -0.1],
             "combined": combined,
             "combined_audio": combined,
         }[self.detector]

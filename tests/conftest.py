@@ -16,7 +16,7 @@ import uvicorn
 
 from bench.latency import free_port
 from pipeline.audio import resample
-from pipeline.profile import VoiceSettings
+from pipeline.profile import TurnSettings, VoiceSettings
 from server.app import build_stages, create_app
 from server.settings import Settings
 
@@ -27,6 +27,7 @@ DETERMINISTIC_VOICE = VoiceSettings(noise_scale=0.0, noise_w_scale=0.0)  # the s
 @pytest.fixture(scope="session")
 def stages():
     loaded = build_stages(Settings(spec=None))  # plain greedy: the reference speculative tests compare against
+    loaded.turn_models.load([TurnSettings().endpoint_rule()])  # what a server loads for profiles with the default rule
     return loaded
 
 

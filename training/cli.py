@@ -248,6 +248,22 @@ def retriever_command(
     typer.echo(json.dumps(record["history"][-1]))
 
 
+@train_app.command("turn-lm")
+def turn_lm_command(
+    out: Annotated[Path, typer.Option(help="folder for minilm_turn.safetensors and run.json")] = Path("runs/turn-lm"),
+    steps: Annotated[int, typer.Option()] = 1200,
+    batch_size: Annotated[int, typer.Option()] = 32,
+    train_layers: Annotated[int, typer.Option(help="top encoder layers that learn")] = 3,
+    seed: Annotated[int, typer.Option()] = 0,
+    threads: Annotated[int, typer.Option(help="torch threads")] = 2,
+) -> None:
+    """Fine-tune the words' end-of-turn model (MiniLM top layers and a head) on the train pools' caller turns."""
+    from training.turn_lm import TurnLMTrainConfig, train
+
+    record = train(TurnLMTrainConfig(out=out, steps=steps, batch_size=batch_size, train_layers=train_layers, seed=seed, threads=threads))
+    typer.echo(json.dumps(record["history"][-1]))
+
+
 def eval_command(
     scenarios: Annotated[Path, typer.Option(help="JSONL of {id, profile, messages, checks}")] = Path("training/scenarios_heldout.jsonl"),
     model: Annotated[str, typer.Option(help="base, tuned, gemma3-270m, or a model/adapter folder or .gguf file")] = "tuned",
