@@ -1,10 +1,10 @@
 #!/bin/bash
 # A turn-taking detector against the shipped one under the latency benchmark: one server, the shipped skyways profile
 # against a copy with another `detector` (`skyways-alt`), a warm-up pass, then runs alternated, one call then four.
-# Usage: bench/turn_ab.sh [OUT_DIR] [DETECTOR, default combined]
+# Usage: bench/turn_ab.sh [OUT_DIR] [DETECTOR, default text]
 set -euo pipefail
 OUT=${1:-runs/bench}
-DETECTOR=${2:-combined}
+DETECTOR=${2:-text}
 mkdir -p "$OUT/profiles"
 cp profiles/*.yaml "$OUT/profiles/"
 sed -e 's/^id: skyways$/id: skyways-alt/' -e "s/^turn:\$/turn:\n  detector: $DETECTOR/" \

@@ -36,7 +36,7 @@ def endpoint_ms(text: str, complete_ms: int, default_ms: int) -> int:
 
 
 DETECTORS = ("vad", "text", "smart_turn", "turn_lm", "combined", "combined_audio")
-COMBINED_THRESHOLDS = {"combined": -0.3, "combined_audio": 0.0}  # chosen on the even-numbered lines of the benchmark
+COMBINED_THRESHOLDS = {"combined": -0.2, "combined_audio": 0.0}  # chosen on the even-numbered lines of the benchmark
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ class EndpointRule:
     silence_ms: int = 700
     incomplete_ms: int = 1200
     audio_threshold: float = 0.5
-    lm_threshold: float = -2.0  # chosen on the even-numbered lines of the benchmark
+    lm_threshold: float = -1.5  # chosen on the even-numbered lines of the benchmark
     score_threshold: float | None = None  # None: COMBINED_THRESHOLDS
-    text_weight: float = 1.0
+    text_weight: float = 1.5
 
     @property
     def reads_text(self) -> bool:

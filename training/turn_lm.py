@@ -125,10 +125,12 @@ def train(cfg: TurnLMTrainConfig) -> dict:
     )
 
     def validate() -> dict:
+        model.encoder.eval()  # no dropout
         with torch.inference_mode():
             scores = np.concatenate(
                 [model.logits([t for t, _ in validation[i : i + 64]]).float().numpy() for i in range(0, len(validation), 64)]
             )
+        model.encoder.train()
         labels = np.array([y for _, y in validation])
         return {"val_auc": round(area_under_roc(scores, labels), 4), "val_accuracy": round(float(((scores > 0) == labels).mean()), 4)}
 
