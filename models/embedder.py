@@ -21,6 +21,24 @@ MAX_TOKENS = 128
 TUNED_LAYERS = Path(__file__).resolve().parent / "retriever" / "minilm_top_layers.safetensors"
 
 
+def load_layers(model: torch.nn.Module, state: dict[str, torch.Tensor], source: Path) -> None:
+    """Load some of `model`'s weights (fine-tuned layers) over it, in its dtype; names it lacks are an error."""
+    if missing := set(state) - set(model.state_dict()):
+        raise ValueError(f"{source}: weights the model does not have: {sorted(missing)[:3]}")
+    dtype = next(model.parameters()).dtype
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
+
+
+def top_layer_weights(model: torch.nn.Module, layers: int) -> dict[str, torch.Tensor]:
+    """The top `layers` encoder layers' weights under the model's own names, in bf16: what fine-tuning ships."""
+    first = len(model.encoder.layer) - layers
+    return {
+        f"encoder.layer.{first + i}.{k}": v.detach().to(torch.bfloat16).contiguous()
+        for i, layer in enumerate(model.encoder.layer[first:])
+        for k, v in layer.state_dict().items()
+    }
+
+
 def pooled(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean over the real tokens, then unit length: MiniLM's sentence vector."""
     weights = mask.unsqueeze(-1).to(hidden.dtype)
@@ -40,11 +58,7 @@ class Embedder:
         self.model = AutoModel.from_pretrained(str(path), dtype=torch.bfloat16).eval()
         self.tuned = top_layers is not None and Path(top_layers).exists()
         if self.tuned:
-            state = {k: v.to(torch.bfloat16) for k, v in load_file(str(top_layers)).items()}
-            missing = set(state) - set(self.model.state_dict())
-            if missing:
-                raise ValueError(f"{top_layers}: weights the model does not have: {sorted(missing)[:3]}")
-            self.model.load_state_dict(state, strict=False)
+            load_layers(self.model, load_file(str(top_layers)), Path(top_layers))
         prepack_linears(self.model)
         self._lock = threading.Lock()
 

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
 from models.assets import minilm_dir
+from models.embedder import load_layers, top_layer_weights
 from models.invariance import prepack_linears
 
 FLOOR = -12.0  # log10 of a probability too small to matter
@@ -49,12 +50,8 @@ class TurnLM:
         if not weights.exists():
             raise FileNotFoundError(f"{weights}: the turn LM's weights are missing; `talkline train turn-lm` makes them")
         state = load_file(str(weights))
-        head = {k.removeprefix("head."): v.float() for k, v in state.items() if k.startswith("head.")}
-        encoder = {k: v.float() for k, v in state.items() if not k.startswith("head.")}
-        if missing := set(encoder) - set(self.encoder.state_dict()):
-            raise ValueError(f"{weights}: weights the encoder does not have: {sorted(missing)[:3]}")
-        self.encoder.load_state_dict(encoder, strict=False)
-        self.head.load_state_dict(head)
+        load_layers(self.encoder, {k: v for k, v in state.items() if not k.startswith("head.")}, weights)
+        self.head.load_state_dict({k.removeprefix("head."): v.float() for k, v in state.items() if k.startswith("head.")})
         self.encoder.to(torch.bfloat16)
         self.head.to(torch.bfloat16)
         prepack_linears(self.encoder)
@@ -92,11 +89,6 @@ class TurnLM:
 
     def trained_weights(self, layers: int) -> dict[str, torch.Tensor]:
         """What `talkline train turn-lm` ships: the top `layers` encoder layers and the head, in bf16."""
-        first = len(self.encoder.encoder.layer) - layers
-        out = {
-            f"encoder.layer.{first + i}.{k}": v.detach().to(torch.bfloat16).contiguous()
-            for i, layer in enumerate(self.encoder.encoder.layer[-layers:])
-            for k, v in layer.state_dict().items()
-        }
+        out = top_layer_weights(self.encoder, layers)
         out.update({f"head.{k}": v.detach().to(torch.bfloat16).contiguous() for k, v in self.head.state_dict().items()})
         return out

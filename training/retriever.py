@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from models.embedder import TUNED_LAYERS, Embedder, pooled
+from models.embedder import TUNED_LAYERS, Embedder, pooled, top_layer_weights
 from training.data.brands import brand_names
 from training.data.realistic.brands import make_real_brand
 from training.data.realistic.callers import caller_pool, caller_turn, two_questions
@@ -150,13 +150,7 @@ def train(cfg: RetrieverTrainConfig) -> dict:
             history.append(row)
             print(row)
     cfg.out.mkdir(parents=True, exist_ok=True)
-    first = len(model.encoder.layer) - cfg.train_layers
-    weights = {
-        f"encoder.layer.{first + i}.{k}": v.detach().to(torch.bfloat16).contiguous()
-        for i, layer in enumerate(layers)
-        for k, v in layer.state_dict().items()
-    }
-    save_file(weights, str(cfg.out / "minilm_top_layers.safetensors"))
+    save_file(top_layer_weights(model, cfg.train_layers), str(cfg.out / "minilm_top_layers.safetensors"))
     record = {"config": {k: str(v) for k, v in asdict(cfg).items()}, "validation_sectors": [p.name for p in val_pools], "history": history}
     (cfg.out / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
