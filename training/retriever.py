@@ -100,10 +100,13 @@ def recall_at(model, tokenizer, batches: list[Batch], k: int = 3) -> dict[str, f
 
 
 def split_pools(cfg: RetrieverTrainConfig) -> list[SectorPool]:
-    """The train pools in the order that keeps the first `validation_sectors` out of the retriever's pairs."""
+    """The train pools in the order that keeps the first `validation_sectors` out of the retriever's pairs: the
+    sectors the shipped encoder kept out come first, so a retrained encoder is validated where the ranking choices are
+    made and never trains on them (pools added since would otherwise change the shuffle), then the rest shuffled."""
     pools = list(load_pools("train"))
     random.Random(f"retriever-split-{cfg.seed}").shuffle(pools)
-    return pools
+    kept = kept_out_sectors() if SHIPPED_RECORD.exists() else []
+    return sorted(pools, key=lambda p: p.name not in kept)
 
 
 SHIPPED_RECORD = TUNED_LAYERS.with_name("run.json")
