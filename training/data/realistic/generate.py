@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pipeline.retrieval import Retriever
@@ -94,6 +94,14 @@ def _record(rng: random.Random, brand: RealBrand, dialogue: Dialogue, retriever:
     return [{"messages": messages, "meta": meta}] if grounded(messages) else []
 
 
+def heldout_scenarios(cfg: BrandDataConfig) -> tuple[list[RealBrand], list[dict]]:
+    """The held-out brands and scenarios: drawn with the default seed whatever `cfg.seed` is, so fresh training data
+    never changes the held-out file."""
+    fixed = replace(cfg, seed=BrandDataConfig.seed)
+    brands = make_brands(fixed, "heldout")
+    return brands, scenarios(fixed, brands)
+
+
 def scenarios(cfg: BrandDataConfig, brands: list[RealBrand], split: str = "heldout") -> list[dict]:
     """Scenarios: the history up to the caller's last turn, the checks, and a reference reply; callers speak in the
     lines of `split` (held-out ones for the held-out file, train ones for validation on kept-out train sectors)."""
@@ -117,14 +125,14 @@ def generate_brands(
     """Write an SFT data folder under `out` (train.jsonl: composed-brand and templated conversations, shuffled;
     general.jsonl; manifest.json) and the held-out scenario file. With a retriever every conversation's last caller
     turn carries the facts it ranks, as in a call."""
-    train_brands, heldout_brands = make_brands(cfg, "train"), make_brands(cfg, "heldout")
+    train_brands = make_brands(cfg, "train")
     composed = conversations(cfg, train_brands, retriever)
     old_cfg = templated.DataConfig(seed=cfg.seed)
     old_brands = templated.with_some_tools(old_cfg, templated.make_brands(old_cfg)["train"])
     old = templated.conversations(old_cfg, old_brands, cfg.templated_conversations, "train", retriever)
     train = composed + old
     random.Random(f"brand-mix-{cfg.seed}").shuffle(train)
-    evals = scenarios(cfg, heldout_brands)
+    heldout_brands, evals = heldout_scenarios(cfg)
     write_jsonl(out / "train.jsonl", train)
     write_jsonl(out / "general.jsonl", [{"prompt": p} for p in general_prompts(cfg.seed, old_cfg.general_prompts)])
     write_jsonl(scenarios_path or out / "scenarios_brands_heldout.jsonl", evals)
