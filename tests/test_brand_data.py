@@ -25,7 +25,7 @@ from training.data.realistic.generate import (
     kind_weights_from,
     make_brands,
 )
-from training.data.realistic.generate import heldout_scenarios as brand_heldout_scenarios
+from training.data.realistic.generate import heldout_scenarios as brand_heldout_scenarios  # the fixture below has the name
 from training.data.realistic.pools import PoolError, load_pools, parse_pool
 from training.textnorm import contains, normalize
 

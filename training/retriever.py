@@ -99,6 +99,15 @@ def recall_at(model, tokenizer, batches: list[Batch], k: int = 3) -> dict[str, f
     return {f"val_recall_at_{k}_{name}": round(sum(v) / len(v), 4) for name, v in hits.items() if v}
 
 
+SHIPPED_RECORD = TUNED_LAYERS.with_name("run.json")
+
+
+def kept_out_sectors(record: Path = SHIPPED_RECORD) -> list[str]:
+    """The train sectors the shipped encoder's pairs left out (its run.json), where ranking choices are validated;
+    read from the record, so pools added since cannot slip into the list."""
+    return list(json.loads(record.read_text())["validation_sectors"])
+
+
 def split_pools(cfg: RetrieverTrainConfig) -> list[SectorPool]:
     """The train pools in the order that keeps the first `validation_sectors` out of the retriever's pairs: the
     sectors the shipped encoder kept out come first, so a retrained encoder is validated where the ranking choices are
@@ -107,15 +116,6 @@ def split_pools(cfg: RetrieverTrainConfig) -> list[SectorPool]:
     random.Random(f"retriever-split-{cfg.seed}").shuffle(pools)
     kept = kept_out_sectors() if SHIPPED_RECORD.exists() else []
     return sorted(pools, key=lambda p: p.name not in kept)
-
-
-SHIPPED_RECORD = TUNED_LAYERS.with_name("run.json")
-
-
-def kept_out_sectors(record: Path = SHIPPED_RECORD) -> list[str]:
-    """The train sectors the shipped encoder's pairs left out (its run.json), where ranking choices are validated;
-    read from the record, so pools added since cannot slip into the list."""
-    return list(json.loads(record.read_text())["validation_sectors"])
 
 
 def train(cfg: RetrieverTrainConfig) -> dict:
