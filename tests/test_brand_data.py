@@ -16,7 +16,7 @@ from training.data.brands import brand_names
 from training.data.callers import lower_first
 from training.data.generate import write_jsonl
 from training.data.realistic.brands import make_real_brand, value_gen
-from training.data.realistic.callers import caller_pool, caller_turn
+from training.data.realistic.callers import caller_pool, caller_turn, person_request
 from training.data.realistic.generate import (
     SCENARIOS_PATH,
     TRAIN_KINDS,
@@ -154,7 +154,9 @@ def test_the_transfer_phrasings_are_new_and_the_committed_file_is_their_output(t
     from training.data.transfer_phrasings import SCENARIOS_PATH as TRANSFER_PATH
     from training.data.transfer_phrasings import scenarios as transfer_scenarios
 
-    trained = {skeleton(line) for line in caller_pool("train").human} | {skeleton(line) for line in generic.HUMAN_ASKS}
+    train = caller_pool("train")
+    composed = {ask.format(who=who) for ask in train.person_asks for who in train.person_who}
+    trained = {skeleton(line) for line in [*train.human, *composed]} | {skeleton(line) for line in generic.HUMAN_ASKS}
     assert len(PHRASINGS) == 20 and len({skeleton(p) for p in PHRASINGS}) == 20
     assert not {skeleton(p) for p in PHRASINGS} & trained
     rows = transfer_scenarios(SCENARIOS_PATH)
@@ -179,6 +181,19 @@ def test_training_callers_frame_questions_in_composed_remarks_and_heldout_caller
     for tone in heldout.tones:
         wrapped = {w.format(ask=a, ask_lc=lower_first(a)) for w in heldout.wraps[tone] for a in asks}
         assert all(caller_turn(rng, heldout, tone, ask, asr_share=0) in wrapped for _ in range(10))
+
+
+def test_training_callers_ask_for_a_person_in_composed_words_and_heldout_callers_only_in_their_lines():
+    train, heldout = caller_pool("train"), caller_pool("heldout")
+    rng = random.Random(3)
+    asked = [person_request(rng, train, tone, "the head baker") for tone in train.tones for _ in range(60)]
+    composed = [line for line in asked if line not in train.human]
+    assert 0.3 < len(composed) / len(asked) < 0.7
+    assert any("head baker" in line for line in composed)
+    assert any(reason in line for line in composed for reason in train.person_reasons)
+    assert any(line == line.lower() and "?" not in line for line in composed)  # as speech recognition writes it
+    assert not heldout.person_asks
+    assert all(person_request(rng, heldout, tone, "the head baker") in heldout.human for tone in heldout.tones for _ in range(10))
 
 
 def test_an_unanswerable_twin_asks_the_same_words_of_the_brand_without_the_fact():

@@ -14,6 +14,7 @@ from training.data.callers import lower_first
 from training.data.realistic.pools import POOLS, SPLITS
 
 COMPOSED_SHARE = 0.5  # caller turns whose wrapper is composed from parts, where the pool has them (train)
+PERSON_LINE_SHARE = 0.5  # requests for a person taken whole from the pool's lines where it also has parts to compose
 MISHEARD = {  # words Whisper tiny often gets wrong on the phone
     "their": "there",
     "there": "their",
@@ -52,6 +53,9 @@ class CallerPool:
     before: dict[str, tuple[str, ...]] = field(default_factory=dict)  # composed wrappers: a tone's opening remarks
     after: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ... its closing remarks
     asides: tuple[str, ...] = ()  # ... and remarks any caller makes
+    person_asks: tuple[str, ...] = ()  # composed requests for a person: frames with {who}...
+    person_who: tuple[str, ...] = ()  # ... whom they ask for...
+    person_reasons: tuple[str, ...] = ()  # ... and why
 
     @property
     def tones(self) -> tuple[str, ...]:
@@ -70,6 +74,9 @@ class CallerPool:
             *self.before.values(),
             *self.after.values(),
             self.asides,
+            self.person_asks,
+            self.person_who,
+            self.person_reasons,
         ]
         return {s for g in groups for s in g}
 
@@ -81,6 +88,7 @@ def caller_pool(split: str) -> CallerPool:
     raw = yaml.safe_load((POOLS / split / "_callers.yaml").read_text(encoding="utf-8"))
     tup = lambda v: tuple(str(s) for s in v)  # noqa: E731
     parts = raw.get("parts") or {}
+    person = parts.get("person") or {}
     return CallerPool(
         {k: tup(v) for k, v in raw["wraps"].items()},
         tup(raw["context"]),
@@ -93,6 +101,9 @@ def caller_pool(split: str) -> CallerPool:
         {k: tup(v) for k, v in parts.get("before", {}).items()},
         {k: tup(v) for k, v in parts.get("after", {}).items()},
         tup(parts.get("asides", ())),
+        tup(person.get("asks", ())),
+        tup(person.get("who", ())),
+        tup(person.get("reasons", ())),
     )
 
 
@@ -123,6 +134,21 @@ def composed_wrap(rng: random.Random, pool: CallerPool, tone: str, ask: str) -> 
     if rng.random() < 0.35:
         pieces.append(rng.choice(pool.after[tone]))
     return " ".join(pieces)
+
+
+def person_request(rng: random.Random, pool: CallerPool, tone: str, team: str | None) -> str:
+    """A request for a person: a pool line, or (where the pool has the parts, half the time) one composed from a frame,
+    whom the caller asks for (sometimes the brand's own team), maybe a reason, the tone's remarks and speech
+    recognition's writing."""
+    if not pool.person_asks or rng.random() < PERSON_LINE_SHARE:
+        return rng.choice(pool.human)
+    who = team if team and rng.random() < 0.3 else rng.choice(pool.person_who)
+    ask = rng.choice(pool.person_asks).format(who=who)
+    if rng.random() < 0.5:
+        reason = rng.choice(pool.person_reasons)
+        ask = f"{reason} {ask}" if rng.random() < 0.5 else f"{ask} {reason}"
+    line = composed_wrap(rng, pool, tone, ask) if rng.random() < 0.6 else ask
+    return asr_style(rng, line) if rng.random() < 0.3 else line
 
 
 def caller_turn(rng: random.Random, pool: CallerPool, tone: str, ask: str, asr_share: float = 0.3) -> str:

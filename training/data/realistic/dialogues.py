@@ -12,7 +12,7 @@ from training.data import tooluse as t
 from training.data.callers import agent_says
 from training.data.dialogues import CANT_TRANSFER, DONT_KNOW, TRANSFER_WORDS, Dialogue, with_actions
 from training.data.realistic.brands import RealBrand, Stated
-from training.data.realistic.callers import CallerPool, caller_turn, corrected, two_questions
+from training.data.realistic.callers import CallerPool, caller_turn, corrected, person_request, two_questions
 
 SMALL_TALK_REPLIES = {"name": "agent_name", "robot": "is_robot", "thanks": "thanks_bye", "goodbye": "thanks_bye", "hold": "hold_on"}
 Builder = Callable[[random.Random, RealBrand, str, CallerPool], Dialogue]
@@ -121,7 +121,7 @@ def unanswerable_twin(rng: random.Random, brand: RealBrand, answered: Dialogue) 
 
 def human(rng: random.Random, brand: RealBrand, tone: str, callers: CallerPool) -> Dialogue:
     """The caller asks for a person: transfer at once (calling transfer_to_human where declared), or say it can't."""
-    history = _start(brand) + [Message("user", rng.choice(callers.human))]
+    history = _start(brand) + [Message("user", person_request(rng, callers, tone, brand.team))]
     if not brand.team:
         history.append(Message("assistant", rng.choice(g.NO_TRANSFER).format(brand=brand.name)))
         return Dialogue(history, "human_request", "human", tone, include_any=CANT_TRANSFER)
