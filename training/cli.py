@@ -273,14 +273,16 @@ def eval_command(
     rescore: Annotated[Path | None, typer.Option(help="re-check the replies of this saved report instead (no model)")] = None,
     retrieval: Annotated[bool, typer.Option(help="repeat the facts ranked for each turn before the question, as calls do")] = True,
     weights: Annotated[str, typer.Option(help="the model's linear weights: bf16, or int8 (weight-only)")] = "bf16",
+    against: Annotated[Path | None, typer.Option(help="a saved report on the same scenarios to compare with, scenario by scenario")] = None,
 ) -> None:
     """Answer held-out scenarios greedily with the embedded engine (1 thread) and report check pass rates."""
     from training.eval import main, main_rescore
 
+    before = json.loads(against.read_text()) if against else None
     if rescore:
-        main_rescore(scenarios, rescore, out)
+        main_rescore(scenarios, rescore, out, before)
     else:
-        main(scenarios, model, out, limit, max_new_tokens, retrieval, weights)
+        main(scenarios, model, out, limit, max_new_tokens, retrieval, weights, before)
 
 
 def export_command(

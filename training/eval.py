@@ -17,6 +17,7 @@ from pipeline.questions import ask, asked_messages
 from pipeline.retrieval import Retriever, served_messages
 from pipeline.tools import OPEN
 from training.checks import CHECK_NAMES, failure, run_checks
+from training.compare import ReportMismatchError, compare, print_comparison
 
 
 def load_scenarios(path: Path, limit: int | None = None) -> list[dict]:
@@ -106,20 +107,27 @@ def print_table(summary: dict) -> None:
         print(f"{kind:<28}" + ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1])))
 
 
-def write_report(report: dict, out: Path | None) -> dict:
+def write_report(report: dict, out: Path | None, against: dict | None = None) -> dict:
+    """Print the report (and, given an earlier report, the comparison with it, which the report keeps) and save it."""
     print_table(report)
+    if against is not None:
+        try:
+            report["against"] = compare(against, report)
+            print_comparison(report["against"])
+        except ReportMismatchError as e:
+            print(f"not compared: {e}")
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 
-def main_rescore(scenarios: Path, report_path: Path, out: Path | None) -> dict:
+def main_rescore(scenarios: Path, report_path: Path, out: Path | None, against: dict | None = None) -> dict:
     """Re-check a saved report's replies (e.g. after a fix to the checks) and print and save the new report."""
     report = json.loads(Path(report_path).read_text())
     results = rescore(report, load_scenarios(scenarios))
     rescored = {**report, "scenarios_file": str(scenarios), "rescored_from": str(report_path), **summarize(results), "results": results}
-    return write_report(rescored, out)
+    return write_report(rescored, out, against)
 
 
 def main(
@@ -130,6 +138,7 @@ def main(
     max_new_tokens: int = 60,
     retrieval: bool = True,
     weights: str = "bf16",
+    against: dict | None = None,
 ) -> dict:
     """Load the model (base, tuned, a folder, an adapter or a GGUF), run every scenario, print and save the report."""
     from models.assets import llm_dir
@@ -155,4 +164,4 @@ def main(
         **summarize(results),
         "results": results,
     }
-    return write_report(report, out)
+    return write_report(report, out, against)
