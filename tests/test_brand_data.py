@@ -196,6 +196,18 @@ def test_training_callers_ask_for_a_person_in_composed_words_and_heldout_callers
     assert all(person_request(rng, heldout, tone, "the head baker") in heldout.human for tone in heldout.tones for _ in range(10))
 
 
+def test_training_replies_to_angry_callers_never_open_like_a_refusal_and_heldout_ones_keep_the_shared_openers():
+    from training.data.callers import OPENERS
+    from training.data.realistic.dialogues import fact
+
+    train, heldout = caller_pool("train"), caller_pool("heldout")
+    assert heldout.openers == OPENERS
+    assert train.openers["angry"] != OPENERS["angry"] and not any(o.startswith(("I'm sorry", "Sorry")) for o in train.openers["angry"])
+    brand = make_brands(BrandDataConfig(seed=3), "train")[0]
+    replies = [fact(random.Random(i), brand, "angry", train).history[-1].content for i in range(30)]
+    assert all(r.startswith(train.openers["angry"]) for r in replies)
+
+
 def test_an_unanswerable_twin_asks_the_same_words_of_the_brand_without_the_fact():
     cfg = BrandDataConfig(seed=7, conversations=60, twin_share=1.0)
     brands = make_brands(cfg, "train")[:40]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping
 
 TONES = ("polite", "neutral", "hurried", "angry", "confused", "elderly", "non_native")
 HARD_TONES = frozenset({"angry", "confused", "elderly", "non_native"})
@@ -90,9 +91,9 @@ def caller_plain(rng: random.Random, tone: str, text: str) -> str:
     return chosen + (lower_first(text) if chosen else text)
 
 
-def agent_says(rng: random.Random, tone: str, sentence: str, close: bool = True) -> str:
+def agent_says(rng: random.Random, tone: str, sentence: str, close: bool = True, openers: Mapping[str, tuple[str, ...]] = OPENERS) -> str:
     """The agent's reply: a tone opener, the answer sentence, and maybe a short closing question (two sentences max)."""
-    opener = rng.choice(OPENERS[tone])
+    opener = rng.choice(openers[tone])
     body = opener + (lower_first(sentence) if opener.endswith(", ") else sentence)
     if close and not opener.endswith(". ") and tone != "hurried" and rng.random() < 0.35:
         body += " " + rng.choice(CLOSERS)

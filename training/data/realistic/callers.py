@@ -10,7 +10,7 @@ from functools import cache
 
 import yaml
 
-from training.data.callers import lower_first
+from training.data.callers import OPENERS, lower_first
 from training.data.realistic.pools import POOLS, SPLITS
 
 COMPOSED_SHARE = 0.5  # caller turns whose wrapper is composed from parts, where the pool has them (train)
@@ -56,6 +56,12 @@ class CallerPool:
     person_asks: tuple[str, ...] = ()  # composed requests for a person: frames with {who}...
     person_who: tuple[str, ...] = ()  # ... whom they ask for...
     person_reasons: tuple[str, ...] = ()  # ... and why
+    agent_openers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the agent's first words, per tone, where not OPENERS'
+
+    @property
+    def openers(self) -> dict[str, tuple[str, ...]]:
+        """The agent's openers per tone: OPENERS, with the pool's own for the tones it names."""
+        return {**OPENERS, **self.agent_openers}
 
     @property
     def tones(self) -> tuple[str, ...]:
@@ -104,6 +110,7 @@ def caller_pool(split: str) -> CallerPool:
         tup(person.get("asks", ())),
         tup(person.get("who", ())),
         tup(person.get("reasons", ())),
+        {k: tup(v) for k, v in (parts.get("agent_openers") or {}).items()},
     )
 
 

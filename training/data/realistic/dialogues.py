@@ -47,7 +47,7 @@ def fact(rng: random.Random, brand: RealBrand, tone: str, callers: CallerPool) -
     """One question in the caller's own words; the reply states the one value asked for."""
     stated, slot = _pick(rng, brand)
     ask = caller_turn(rng, callers, tone, _question(rng, brand, stated, slot))
-    reply = agent_says(rng, tone, _answer(rng, brand, stated, slot))
+    reply = agent_says(rng, tone, _answer(rng, brand, stated, slot), openers=callers.openers)
     return _answering(_start(brand) + [Message("user", ask), Message("assistant", reply)], brand, stated, slot, "fact", tone)
 
 
@@ -57,7 +57,7 @@ def two_fact(rng: random.Random, brand: RealBrand, tone: str, callers: CallerPoo
     second, b = _pick(rng, brand, avoid=first)
     ask = two_questions(rng, callers, _question(rng, brand, first, a), _question(rng, brand, second, b))
     ask = caller_turn(rng, callers, tone, ask, asr_share=0.15)
-    reply = agent_says(rng, tone, f"{_answer(rng, brand, first, a)} {_answer(rng, brand, second, b)}", close=False)
+    reply = agent_says(rng, tone, f"{_answer(rng, brand, first, a)} {_answer(rng, brand, second, b)}", close=False, openers=callers.openers)
     include = list(first.values[a].checks) + list(second.values[b].checks)
     history = _start(brand) + [Message("user", ask), Message("assistant", reply)]
     return Dialogue(history, f"{first.topic.key}.{a}+{second.topic.key}.{b}", "two_fact", tone, include_all=include)
@@ -75,7 +75,7 @@ def slot(rng: random.Random, brand: RealBrand, tone: str, callers: CallerPool) -
     question = stated.fill(stated.topic.choice["question"], brand.names, brand.name)
     history = _start(brand) + [
         Message("user", ask),
-        Message("assistant", agent_says(rng, tone, question, close=False)),
+        Message("assistant", agent_says(rng, tone, question, close=False, openers=callers.openers)),
         Message("user", rng.choice(stated.topic.choice[chosen])),
         Message("assistant", _answer(rng, brand, stated, chosen)),
     ]
@@ -160,7 +160,8 @@ def correction(rng: random.Random, brand: RealBrand, tone: str, callers: CallerP
     dropped, a = _pick(rng, brand)
     stated, key = _pick(rng, brand, avoid=dropped)
     ask = corrected(rng, callers, _question(rng, brand, dropped, a), _question(rng, brand, stated, key))
-    history = _start(brand) + [Message("user", ask), Message("assistant", agent_says(rng, tone, _answer(rng, brand, stated, key)))]
+    reply = agent_says(rng, tone, _answer(rng, brand, stated, key), openers=callers.openers)
+    history = _start(brand) + [Message("user", ask), Message("assistant", reply)]
     return _answering(
         history, brand, stated, key, "correction", tone, exclude=[c for c in dropped.values[a].checks if c not in stated.values[key].checks]
     )
