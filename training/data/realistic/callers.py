@@ -56,12 +56,7 @@ class CallerPool:
     person_asks: tuple[str, ...] = ()  # composed requests for a person: frames with {who}...
     person_who: tuple[str, ...] = ()  # ... whom they ask for...
     person_reasons: tuple[str, ...] = ()  # ... and why
-    agent_openers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the agent's first words, per tone, where not OPENERS'
-
-    @property
-    def openers(self) -> dict[str, tuple[str, ...]]:
-        """The agent's openers per tone: OPENERS, with the pool's own for the tones it names."""
-        return {**OPENERS, **self.agent_openers}
+    openers: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(OPENERS))  # the agent's first words per tone
 
     @property
     def tones(self) -> tuple[str, ...]:
@@ -110,7 +105,7 @@ def caller_pool(split: str) -> CallerPool:
         tup(person.get("asks", ())),
         tup(person.get("who", ())),
         tup(person.get("reasons", ())),
-        {k: tup(v) for k, v in (parts.get("agent_openers") or {}).items()},
+        {**OPENERS, **{k: tup(v) for k, v in (parts.get("agent_openers") or {}).items()}},  # the pool's own for the tones it names
     )
 
 
