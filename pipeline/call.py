@@ -20,7 +20,7 @@ from pipeline.overlap import OverTheAgent
 from pipeline.playout import Playout
 from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
-from pipeline.questions import aask, asked_messages
+from pipeline.questions import aask, asked_messages, awarm_messages
 from pipeline.speaking import Speaker
 from pipeline.stages import Stages
 from pipeline.store import Store
@@ -57,8 +57,7 @@ class Call:
         self.inbox: asyncio.Queue[Inbound | Control] = asyncio.Queue()
         self.history: list[Message] = []
         self.llm = stages.llm.open_session()
-        interim = lambda text: io.send_event({"type": "transcript", "text": text, "final": False})  # noqa: E731
-        self.caller = CallerAudio(stages, profile.turn, input_rate, interim)
+        self.caller = CallerAudio(stages, profile.turn, input_rate, self._interim)
         self.playout = Playout(io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback)
         agent = (self._cut_in, self._pause_agent, self.playout.resume, self._answer_over_the_agent)
         self.over_agent = OverTheAgent(profile.turn, stages.asr.atranscribe, *agent)
@@ -144,6 +143,12 @@ class Call:
                 await self.over_agent.hear(self.caller.speech_ms, self.caller.audio)
             self.caller.maybe_interim()
 
+    async def _interim(self, text: str) -> None:
+        """Words heard so far: to the client, and between replies into the warm-up, with the facts they ask about."""
+        await self.io.send_event({"type": "transcript", "text": text, "final": False})
+        if self.profile.llm.warm_facts and not self.replying and self.draft is None:
+            self._warm(heard=text)
+
     def _start_draft(self, pause: SpeechEvent) -> None:
         """Preemptive generation: transcribe and start answering at the pause, held until the endpoint."""
         self._discard_draft()
@@ -220,12 +225,21 @@ class Call:
         self._warm(start=False)
         self.reply = asyncio.create_task(coro)
 
-    def _warm(self, start: bool = True) -> None:
-        """Prefill the next turn's prompt (system prompt and history) while the caller talks; stop that on a reply."""
+    def _warm(self, start: bool = True, heard: str = "") -> None:
+        """Prefill the next turn's prompt (system prompt, history, and the facts for the words `heard` so far) while the
+        caller talks; stop that on a reply."""
         if self.warm is not None:
             self.warm.cancel()
-        warming = self.llm.prefill(build_messages(self.profile, self.history), self.profile.tools) if start else None
-        self.warm = asyncio.create_task(warming) if warming else None
+        self.warm = asyncio.create_task(self._prefill(heard)) if start else None
+
+    async def _prefill(self, heard: str) -> None:
+        """The facts for `heard` only on spare cores: they are a guess at the turn (the history is not)."""
+        try:
+            messages = await awarm_messages(self.stages.retriever, self.profile, self.history, heard if self.stages.llm.spare() else "")
+        except Exception:  # noqa: BLE001 - the turn ranks its facts itself
+            log.warning("call %s: facts for the warm-up not ranked", self.id, exc_info=True)
+            messages = build_messages(self.profile, self.history)
+        await self.llm.prefill(messages, self.profile.tools)
 
     async def _say_line(self, turn: Turn, line: str) -> None:
         """A turn of fixed words: the greeting, or the fallback line."""

@@ -45,6 +45,10 @@ class LLMBackend(Protocol):
 
     def open_session(self) -> LLMSession: ...
 
+    def spare(self) -> bool:
+        """Whether a warm-up that may be wasted (a guess at the turn) can run now without slowing another call."""
+        ...
+
     async def warmup(self) -> None: ...
 
     async def aclose(self) -> None: ...
@@ -94,12 +98,15 @@ class EmbeddedSession:
         def produce() -> Iterator[str]:
             return engine.generate_text(self.session, prompt, max_tokens, temperature=temperature, cancelled=stop.is_set, stats=stats)
 
+        self.backend.running += 1
         try:
             async with contextlib.aclosing(iterate_in_thread(self.backend.executor, produce, stop)) as deltas:
                 async for delta in deltas:
                     yield delta
         except Exception as e:
             raise LLMError(f"embedded engine failed: {e}") from e
+        finally:
+            self.backend.running -= 1
 
     async def prefill(self, messages: list[dict], tools: list | None = None) -> None:
         if self.session is None:  # the call ended before its warm-up started
@@ -107,12 +114,14 @@ class EmbeddedSession:
         engine = self.backend.engine
         ids = engine.encode_chat(messages, add_generation_prompt=False)
         stop = threading.Event()
+        self.backend.running += 1
         try:
             await asyncio.get_running_loop().run_in_executor(self.backend.executor, engine.prefill, self.session, ids, stop.is_set)
         except Exception:  # noqa: BLE001 - the next turn's generation prefills it
             log.warning("prompt prefill failed", exc_info=True)
         finally:
             stop.set()
+            self.backend.running -= 1
 
     async def aclose(self) -> None:
         self.session = None  # type: ignore[assignment]
@@ -126,9 +135,14 @@ class EmbeddedLLM:
     def __init__(self, engine: Engine, workers: int = 8) -> None:
         self.engine = engine
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
+        self.running = 0  # replies and warm-ups under way, all calls
 
     def open_session(self) -> EmbeddedSession:
         return EmbeddedSession(self)
+
+    def spare(self) -> bool:
+        """No reply or warm-up of any call is running on the engine."""
+        return self.running == 0
 
     async def warmup(self) -> None:
         session = self.open_session()
@@ -202,6 +216,10 @@ class OpenAICompatLLM:
 
     def open_session(self) -> OpenAICompatSession:
         return OpenAICompatSession(self)
+
+    def spare(self) -> bool:
+        """The server's cores are not this process's: always."""
+        return True
 
     async def served_models(self) -> list[str]:
         """The model ids the server lists at GET /v1/models."""

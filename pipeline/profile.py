@@ -48,6 +48,9 @@ class LLMSettings(_Strict):
         4, ge=0, le=10, description="facts or policies placed before each caller question, best first; 0 = off (facts in system prompt)"
     )
     split_questions: bool = Field(True, description="a turn of two questions about different facts is answered one question at a time")
+    warm_facts: bool = Field(
+        True, description="while the caller speaks, the facts ranked for their words so far are prefilled, so the turn feeds only its words"
+    )
 
 
 class TurnSettings(_Strict):

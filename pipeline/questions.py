@@ -125,3 +125,14 @@ def asked_messages(profile: Profile, history: Sequence[Message], asked: Asked) -
         return build_messages(profile, [*asking_first, Message("assistant", said), Message("user", second.text, second.facts)])
 
     return build_messages(profile, asking_first), then
+
+
+async def awarm_messages(retriever: Retriever, profile: Profile, history: Sequence[Message], heard: str = "") -> list[dict]:
+    """The prompt the caller's next turn starts with, up to their words: the system prompt and history and, given the
+    words heard so far (an interim transcript), the block of facts ranked for them, so that when those facts are the
+    turn's, the turn itself feeds the model only the caller's words."""
+    if not heard.strip():
+        return build_messages(profile, list(history))
+    prior = [*history, Message("user", heard)]
+    messages, _ = asked_messages(profile, prior, await aask(retriever, profile, prior))
+    return messages[:-1]

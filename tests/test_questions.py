@@ -6,8 +6,8 @@ import pytest
 from test_retrieval import MUSEUM
 
 from models.embedder import Embedder
-from pipeline.prompt import RELEVANT_HEADER, Message
-from pipeline.questions import Asked, ask, asked_messages, asks_about_fact, is_question
+from pipeline.prompt import RELEVANT_HEADER, Message, build_messages
+from pipeline.questions import Asked, ask, asked_messages, asks_about_fact, awarm_messages, is_question
 from pipeline.retrieval import Retriever
 
 GREETING = Message("assistant", MUSEUM.greeting)
@@ -97,6 +97,19 @@ def test_the_second_question_follows_the_first_answer_with_its_own_block(retriev
     assert second[-1] == {"role": "user", "content": got.split[1].text}
     whole, none = asked_messages(MUSEUM, [GREETING, Message("user", ONE[0])], asked(retriever, ONE[0]))
     assert none is None and whole[-1]["content"] == ONE[0]
+
+
+async def test_the_warm_up_for_words_heard_so_far_is_the_prompt_of_a_turn_that_says_them(retriever):
+    """Up to the caller's words: the history alone before any are heard, then the block ranked for them (for two
+    questions, the first question's)."""
+    history = [GREETING, Message("user", ONE[1]), Message("assistant", "Yes, the cafe serves lunch.")]
+    assert await awarm_messages(retriever, MUSEUM, history, " ") == build_messages(MUSEUM, history)
+    for text in (ONE[0], TWO[0][0]):
+        prior = [*history, Message("user", text)]
+        turn, _ = asked_messages(MUSEUM, prior, ask(retriever, MUSEUM, prior))
+        warm = await awarm_messages(retriever, MUSEUM, history, text)
+        assert warm == turn[:-1] and warm[-1]["content"].startswith(RELEVANT_HEADER)
+        assert warm[: len(build_messages(MUSEUM, history))] == build_messages(MUSEUM, history)
 
 
 async def test_a_call_answers_both_questions_in_one_reply_and_keeps_the_turn_whole(stages, tmp_path):

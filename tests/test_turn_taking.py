@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 
@@ -14,6 +15,7 @@ from bench.wsclient import CallClient
 from pipeline.call import Call
 from pipeline.io import HangUp, TextIn
 from pipeline.prompt import build_messages
+from pipeline.questions import awarm_messages
 from pipeline.turns import endpoint_ms, looks_complete
 from pipeline.vad import SpeechDetector
 
@@ -143,3 +145,51 @@ async def test_the_next_prompt_is_prefilled_while_the_caller_talks(server):
             assert call.llm.last_stats.reused_tokens == prefix, "the turn fed only its own words"
         call.push(HangUp("caller_stop"))
         assert await runner == "caller_stop"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("warm_facts", [True, False])
+async def test_words_heard_so_far_warm_the_facts_they_ask_about(server, warm_facts):
+    """An interim transcript between replies prefills the block of facts ranked for it after the history, so a turn
+    that asks what the interim did feeds the model only its own words; `llm.warm_facts: false` keeps the warm-up at
+    the history."""
+    state, io = server.state, RecordingIO()
+    profile = state.profiles["skyways"]
+    profile = profile.model_copy(update={"llm": profile.llm.model_copy(update={"warm_facts": warm_facts})})
+    call = Call(profile, state.stages, io, state.store, state.metrics, 16000, "test")
+    engine, question = state.stages.llm.engine, "How much does a second checked bag cost?"
+
+    async def warmed(heard: str = "") -> list[int]:
+        messages = await awarm_messages(state.stages.retriever, profile, call.history, heard)
+        return engine.encode_chat(messages, add_generation_prompt=False)
+
+    async with running(call) as runner:
+        await io.wait(lambda io: len(io.finals()) > 0, timeout=120)
+        history_only = await warmed()
+        await io.wait(lambda io: call.llm.session.ids == history_only, timeout=60)
+        with_facts = await warmed(question)
+        assert len(with_facts) > len(history_only) + 20 and with_facts[: len(history_only)] == history_only
+        await call.caller.transcriber.on_interim(question)
+        expected = with_facts if warm_facts else history_only
+        await io.wait(lambda io: call.llm.session.ids == expected, timeout=60)
+        call.push(TextIn(question, time.monotonic()))
+        await io.wait(lambda io: len(io.finals()) > 1, timeout=120)
+        assert call.llm.last_stats.reused_tokens == len(expected)
+        call.push(HangUp("caller_stop"))
+        assert await runner == "caller_stop"
+
+
+@pytest.mark.asyncio
+async def test_a_guess_at_the_turn_is_warmed_only_on_spare_cores(stages):
+    """While any call's reply or warm-up runs on the embedded engine, the facts for the words heard so far wait."""
+    backend = stages.llm
+    assert backend.spare()
+    replying = backend.open_session().stream([{"role": "user", "content": "Hello"}], 0.0, 8)
+    await anext(replying)
+    assert not backend.spare()
+    await replying.aclose()
+    warming = asyncio.create_task(backend.open_session().prefill([{"role": "user", "content": "Hello there, how are you?"}]))
+    await asyncio.sleep(0)
+    assert not backend.spare()
+    await warming
+    assert backend.spare()
