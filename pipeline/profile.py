@@ -45,7 +45,7 @@ class LLMSettings(_Strict):
     max_tokens: int = Field(64, ge=1, le=1024)
     history_turns: int = Field(8, ge=1, le=64, description="caller/agent exchanges kept in the prompt")
     retrieved_facts: int = Field(
-        4, ge=0, le=10, description="facts or policies placed before each caller question, best first; 0 = off (facts in system prompt)"
+        3, ge=0, le=10, description="facts or policies placed before each caller question, best first; 0 = off (facts in system prompt)"
     )
     split_questions: bool = Field(True, description="a turn of two questions about different facts is answered one question at a time")
     warm_facts: bool = Field(
