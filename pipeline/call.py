@@ -144,9 +144,10 @@ class Call:
             self.caller.maybe_interim()
 
     async def _interim(self, text: str) -> None:
-        """Words heard so far: to the client, and between replies into the warm-up, with the facts they ask about."""
+        """Words heard so far: to the client, and between replies into the warm-up, with the facts they ask about. That
+        is a guess at the turn, so it waits for spare cores (the history warm-up goes on meanwhile)."""
         await self.io.send_event({"type": "transcript", "text": text, "final": False})
-        if self.profile.llm.warm_facts and not self.replying and self.draft is None:
+        if self.profile.llm.warm_facts and not self.replying and self.draft is None and self.stages.llm.spare():
             self._warm(heard=text)
 
     def _start_draft(self, pause: SpeechEvent) -> None:
@@ -233,9 +234,8 @@ class Call:
         self.warm = asyncio.create_task(self._prefill(heard)) if start else None
 
     async def _prefill(self, heard: str) -> None:
-        """The facts for `heard` only on spare cores: they are a guess at the turn (the history is not)."""
         try:
-            messages = await awarm_messages(self.stages.retriever, self.profile, self.history, heard if self.stages.llm.spare() else "")
+            messages = await awarm_messages(self.stages.retriever, self.profile, self.history, heard)
         except Exception:  # noqa: BLE001 - the turn ranks its facts itself
             log.warning("call %s: facts for the warm-up not ranked", self.id, exc_info=True)
             messages = build_messages(self.profile, self.history)
