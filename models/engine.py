@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreT
 from models import assets
 from models.batching import ForwardBatcher
 from models.eagle3 import DrafterCache, Eagle3Drafter, load_drafter
+from models.forward_gate import WARM_UP_SLACK_S, ForwardGate
 from models.invariance import make_batch_invariant, prepack_linears
 from models.packed import packable
 from models.phrases import PHRASES_NAME, PhraseMemory
@@ -67,9 +68,11 @@ class Engine:
         phrases: PhraseMemory | None = None,
         learn_phrases: bool = True,
         batching: bool = False,
+        slots: int = 0,
     ) -> None:
         self.model = make_batch_invariant(model.eval())
         self.batcher = ForwardBatcher(self.model) if batching and packable(self.model) else None
+        self.gate = ForwardGate(slots) if slots and self.batcher is None else None
         self.tokenizer = tokenizer
         stop = {tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(list(STOP_TOKENS))} - {tokenizer.unk_token_id}
         self.stop_ids = {t for t in stop if isinstance(t, int) and t >= 0}
@@ -90,17 +93,19 @@ class Engine:
         spec: SpecConfig | None = None,
         weights: str = "bf16",
         batching: bool = False,
+        slots: int = 0,
     ) -> Engine:
         """Load a model folder, else `model` (tuned: SmolLM2 + the committed adapter, merged; base: plain SmolLM2),
         decoding speculatively as `spec` says (None, or no drafter in it: plain greedy decoding). With prompt lookup
         and phrases on, the drafter folder's phrase memory (`phrases.json`) comes along. `weights` int8 quantizes
         the linear layers of the model and the drafter (`models/quantize.py`); `batching` shares target forwards
-        between concurrent sessions."""
+        between concurrent sessions; `slots` > 0 (without batching) runs at most that many target forwards at once, the
+        most urgent first (`models/forward_gate.py`)."""
         path = path or assets.llm_dir(model)
         tokenizer = AutoTokenizer.from_pretrained(path)
         lm = with_weights(AutoModelForCausalLM.from_pretrained(path, dtype=dtype), weights)
         if spec is None or spec.drafter is None:
-            return cls(lm, tokenizer, batching=batching)
+            return cls(lm, tokenizer, batching=batching, slots=slots)
         shipped = Path(spec.drafter) / PHRASES_NAME
         memory = PhraseMemory.load(shipped) if spec.prompt_lookup and spec.phrases and shipped.exists() else None
         return cls(
@@ -113,6 +118,7 @@ class Engine:
             memory,
             spec.learn_phrases,
             batching,
+            slots,
         )
 
     def set_drafter(self, drafter: Eagle3Drafter | None) -> None:
@@ -129,7 +135,9 @@ class Engine:
         self.drafter = drafter
 
     def new_session(self) -> Session:
-        session = Session(cache=DynamicCache(config=self.model.config), runner=self.batcher.forward if self.batcher else None)
+        session = Session(
+            cache=DynamicCache(config=self.model.config), runner=self.batcher.forward if self.batcher else None, gate=self.gate
+        )
         if self.drafter is not None:
             session.aux_layers, session.draft_cache = list(self.drafter.config.aux_layer_ids), DrafterCache()
         return session
@@ -138,9 +146,17 @@ class Engine:
         encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True)
         return list(encoded["input_ids"])
 
-    def prefill(self, session: Session, prompt_ids: list[int], cancelled: Callable[[], bool] = lambda: False) -> None:
-        """Bring the session's cache to exactly `prompt_ids` (the reusable prefix kept), ahead of the next turn."""
+    def prefill(
+        self,
+        session: Session,
+        prompt_ids: list[int],
+        cancelled: Callable[[], bool] = lambda: False,
+        slack: Callable[[], float] | None = None,
+    ) -> None:
+        """Bring the session's cache to exactly `prompt_ids` (the reusable prefix kept), ahead of the next turn; `slack`
+        says how urgent it is (default: a warm-up, after any reply)."""
         with session.lock, torch.inference_mode():
+            session.slack = slack or (lambda: WARM_UP_SLACK_S)
             if not cancelled():
                 session.extend(self.model, prompt_ids)
 
@@ -154,13 +170,16 @@ class Engine:
         stats: GenerationStats | None = None,
         seed: int | None = None,
         ignore_eos: bool = False,
+        slack: Callable[[], float] | None = None,
     ) -> Iterator[int]:
-        """Yield new token ids until a stop token (unless `ignore_eos`), the limit, or cancellation (speculative with a drafter)."""
+        """Yield new token ids until a stop token (unless `ignore_eos`), the limit, or cancellation (speculative with a
+        drafter); `slack` gives the seconds of speech the listener has yet to hear (default 0: they are waiting)."""
         if max_new_tokens <= 0:
             return
         stats = stats if stats is not None else GenerationStats()
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         with session.lock, torch.inference_mode():
+            session.slack = slack or (lambda: 0.0)
             t0 = time.perf_counter()
             logits, stats.reused_tokens = session.prefill(self.model, prompt_ids)
             stats.prompt_tokens, stats.target_forwards = len(prompt_ids), 1

@@ -10,6 +10,7 @@ import torch
 from transformers import DynamicCache
 
 from models.eagle3 import DrafterCache
+from models.forward_gate import ForwardGate
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -43,7 +44,9 @@ class Session:
 
     With a drafter, `aux` holds the target features [len(ids), 3H] the drafter reads, and `draft_cache`
     the drafter's own KV cache (position p was fed the embedding of ids[p+1]). With a `runner` (the engine's
-    `ForwardBatcher.forward`), target forwards go through it, so concurrent sessions share them.
+    `ForwardBatcher.forward`), target forwards go through it, so concurrent sessions share them. With a `gate`, each
+    target forward waits for a slot, which goes to the session whose `slack` (seconds of speech its listener has yet
+    to hear) is least.
     """
 
     cache: DynamicCache
@@ -53,6 +56,8 @@ class Session:
     aux: torch.Tensor | None = None
     draft_cache: DrafterCache | None = None
     runner: Callable[[Session, list[int]], torch.Tensor] | None = None
+    gate: ForwardGate | None = None
+    slack: Callable[[], float] = lambda: 0.0
 
     def crop(self, n: int) -> None:
         if n < len(self.ids):
@@ -65,6 +70,12 @@ class Session:
 
     def forward(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
         """Run new tokens through the model on top of the cache; logits [len(new_ids), vocab]."""
+        if self.gate is None:
+            return self._run(model, new_ids)
+        with self.gate.forward(self.slack()):
+            return self._run(model, new_ids)
+
+    def _run(self, model: torch.nn.Module, new_ids: list[int]) -> torch.Tensor:
         if self.runner is not None:
             return self.runner(self, new_ids)
         return self.forward_alone(model, new_ids)

@@ -56,9 +56,9 @@ class Call:
         self.transport = transport
         self.inbox: asyncio.Queue[Inbound | Control] = asyncio.Queue()
         self.history: list[Message] = []
-        self.llm = stages.llm.open_session()
         self.caller = CallerAudio(stages, profile.turn, input_rate, self._interim)
         self.playout = Playout(io.send_audio, io.output_rate, on_segment_sent=io.segment_sent, confirmed_playback=io.confirms_playback)
+        self.llm = stages.llm.open_session(slack=self.playout.queued_s)
         agent = (self._cut_in, self._pause_agent, self.playout.resume, self._answer_over_the_agent)
         self.over_agent = OverTheAgent(profile.turn, stages.asr.atranscribe, *agent)
         self.speaker = Speaker(profile, stages.tts, self.playout, io.output_rate, self._commit, self.id)

@@ -43,7 +43,10 @@ class LLMSession(Protocol):
 class LLMBackend(Protocol):
     name: str
 
-    def open_session(self) -> LLMSession: ...
+    def open_session(self, slack: Callable[[], float] | None = None) -> LLMSession:
+        """A conversation; `slack` gives the seconds of agent speech its caller has yet to hear, for backends that
+        serve the most urgent conversation first."""
+        ...
 
     def spare(self) -> bool:
         """Whether a warm-up that may be wasted (a guess at the turn) can run now without slowing another call."""
@@ -84,10 +87,18 @@ async def iterate_in_thread(executor: Executor, produce: Callable[[], Iterator[T
 class EmbeddedSession:
     """One call's conversation on the in-process engine; its KV cache persists across turns."""
 
-    def __init__(self, backend: EmbeddedLLM) -> None:
+    def __init__(self, backend: EmbeddedLLM, slack: Callable[[], float] | None = None) -> None:
         self.backend = backend
         self.session = backend.engine.new_session()
         self.last_stats = GenerationStats()
+        self._slack = slack
+
+    def slack(self) -> float:
+        """Seconds of speech the caller has yet to hear (read from the engine's threads: a failed read counts as 0)."""
+        try:
+            return float(self._slack()) if self._slack is not None else 0.0
+        except Exception:  # noqa: BLE001 - the call's audio queue changed under the read
+            return 0.0
 
     async def stream(self, messages: list[dict], temperature: float, max_tokens: int, tools: list | None = None) -> AsyncIterator[str]:
         engine = self.backend.engine
@@ -96,7 +107,9 @@ class EmbeddedSession:
         self.last_stats = stats = GenerationStats()
 
         def produce() -> Iterator[str]:
-            return engine.generate_text(self.session, prompt, max_tokens, temperature=temperature, cancelled=stop.is_set, stats=stats)
+            return engine.generate_text(
+                self.session, prompt, max_tokens, temperature=temperature, cancelled=stop.is_set, stats=stats, slack=self.slack
+            )
 
         self.backend.running += 1
         try:
@@ -137,8 +150,8 @@ class EmbeddedLLM:
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
         self.running = 0  # replies and warm-ups under way, all calls
 
-    def open_session(self) -> EmbeddedSession:
-        return EmbeddedSession(self)
+    def open_session(self, slack: Callable[[], float] | None = None) -> EmbeddedSession:
+        return EmbeddedSession(self, slack)
 
     def spare(self) -> bool:
         """No reply or warm-up of any call is running on the engine."""
@@ -214,7 +227,8 @@ class OpenAICompatLLM:
         self.model, self.timeout = model, timeout
         self.client = httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(timeout))
 
-    def open_session(self) -> OpenAICompatSession:
+    def open_session(self, slack: Callable[[], float] | None = None) -> OpenAICompatSession:
+        """`slack` is not used: the server schedules its own requests."""
         return OpenAICompatSession(self)
 
     def spare(self) -> bool:

@@ -73,7 +73,9 @@ def build_llm(settings: Settings) -> LLMBackend:
     from models.engine import Engine
 
     torch.set_num_threads(settings.threads.llm)
-    engine = Engine.load(settings.model_path, spec=settings.spec, weights=settings.llm_weights, batching=settings.llm_batching)
+    engine = Engine.load(
+        settings.model_path, spec=settings.spec, weights=settings.llm_weights, batching=settings.llm_batching, slots=settings.llm_slots
+    )
     return EmbeddedLLM(engine)
 
 

@@ -42,6 +42,14 @@ Batching = Annotated[
         "unchanged) [TALKLINE_LLM_BATCHING, off]",
     ),
 ]
+Slots = Annotated[
+    int | None,
+    typer.Option(
+        "--llm-slots",
+        help="embedded engine: at most this many decode forwards at once, the call whose caller has the least speech "
+        "queued first (0: every forward at once) [TALKLINE_LLM_SLOTS, 0]",
+    ),
+]
 PROMPT_LOOKUP_HELP = (
     "greedy chains also draft what followed the same tokens earlier in the conversation, else in the "
     "target's past replies (the drafter's phrases.json, grown by each reply)"
@@ -83,6 +91,7 @@ def serve(
     prompt_lookup: PromptLookup = None,
     weights: Weights = "bf16",
     batching: Batching = None,
+    llm_slots: Slots = None,
     log_level: Annotated[str, typer.Option(envvar="TALKLINE_LOG_LEVEL")] = "info",
 ) -> None:
     """Run the voice server on HOST:PORT; a flag overrides its TALKLINE_* variable, which Settings reads."""
@@ -105,6 +114,7 @@ def serve(
         llm_timeout=llm_timeout,
         llm_weights=weights,
         llm_batching=batching,
+        llm_slots=llm_slots,
     )
     settings.spec = spec_from_env(
         spec, drafter=drafter, draft_tokens=draft_tokens, min_confidence=min_draft_confidence, prompt_lookup=prompt_lookup
