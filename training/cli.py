@@ -168,6 +168,20 @@ def train_dpo(
     typer.echo(f"adapter: {main(cfg)}")
 
 
+@train_app.command("average")
+def train_average(
+    adapter: Annotated[list[Path], typer.Option(help="the two adapters, e.g. a fine-tuned one and the one it started from")],
+    out: Annotated[Path, typer.Option(help="the averaged adapter's folder")],
+    weight: Annotated[float, typer.Option(help="the first adapter's share of the change (the second gets the rest)")] = 0.5,
+) -> None:
+    """Average two LoRA adapters of the base model, exactly (their ranks side by side): WiSE-FT's interpolation."""
+    from training.average import average_adapters
+
+    if len(adapter) != 2:
+        raise typer.BadParameter("give --adapter twice")
+    typer.echo(f"adapter: {average_adapters(adapter[0], adapter[1], weight, out)}")
+
+
 @train_app.command("ship")
 def train_ship(
     run: Annotated[list[Path], typer.Option(help="run folders that made it, in order (config.json, metrics.jsonl)")],
