@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -43,6 +44,7 @@ def test_the_reply_tokens_are_the_reply_and_its_end_of_turn(base):
 
 def test_pair_logprobs_on_the_shared_prompt_equal_a_whole_forward_of_each_reply(base):
     model, tokenizer = base
+    model = copy.deepcopy(model).float()  # in float32 the two ways agree to rounding; bf16 kernels differ by CPU
     (pair,) = encode_pairs(tokenizer, [{"messages": MESSAGES, "chosen": CHOSEN, "rejected": REJECTED}], 1024)
     with torch.no_grad():
         together, counts = pair_logprobs(model, pair, tokenizer.pad_token_id)
@@ -50,7 +52,7 @@ def test_pair_logprobs_on_the_shared_prompt_equal_a_whole_forward_of_each_reply(
             full = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
             expected = sum(full[t - 1, ids[t]].item() for t in range(pair.prompt_len, len(ids)))
             assert counts[row].item() == len(ids) - pair.prompt_len
-            assert together[row].item() == pytest.approx(expected, abs=0.05)  # bf16, cached against whole
+            assert together[row].item() == pytest.approx(expected, abs=1e-3)
 
 
 def test_the_loss_is_log_two_at_the_reference_and_falls_as_the_chosen_reply_gains():
