@@ -19,14 +19,24 @@ def is_adapter(path: Path) -> bool:
     return (Path(path) / ADAPTER_CONFIG).exists()
 
 
-def lora_deltas(adapter: Path) -> dict[str, torch.Tensor]:
-    """Base weight name -> scale * B @ A, in float32, for every LoRA pair of the adapter."""
-    config = json.loads((adapter / ADAPTER_CONFIG).read_text())
+def lora_config(adapter: Path) -> dict:
+    """The adapter's PEFT config, which must be plain LoRA (no DoRA, transposed weights or saved modules)."""
+    config = json.loads((Path(adapter) / ADAPTER_CONFIG).read_text())
     unsupported = [k for k in ("use_dora", "fan_in_fan_out", "modules_to_save") if config.get(k)]
     if config.get("peft_type", "LORA") != "LORA" or unsupported:
         raise ValueError(f"{adapter}: only plain LoRA adapters can be merged (found {config.get('peft_type')} {unsupported})")
+    return config
+
+
+def lora_scale(config: dict) -> float:
+    """What B @ A is multiplied by: alpha / r, or alpha / sqrt(r) with rsLoRA."""
     r, alpha = config["r"], config["lora_alpha"]
-    scale = alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
+    return alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
+
+
+def lora_deltas(adapter: Path) -> dict[str, torch.Tensor]:
+    """Base weight name -> scale * B @ A, in float32, for every LoRA pair of the adapter."""
+    scale = lora_scale(lora_config(adapter))
     weights = load_file(adapter / ADAPTER_WEIGHTS)
     deltas = {}
     for key, a in weights.items():

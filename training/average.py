@@ -5,27 +5,21 @@ two ranks sit side by side, each B scaled by its weight and its own alpha/r, so 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from models.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from models.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, lora_config, lora_scale
 
-SCALED_ALIKE = ("rank_pattern", "alpha_pattern")  # per-module ranks or alphas: not averaged here
+PER_MODULE = ("rank_pattern", "alpha_pattern")  # per-module ranks or alphas: not averaged here
 
 
 def _config(adapter: Path) -> dict:
-    config = json.loads((adapter / ADAPTER_CONFIG).read_text())
-    if config.get("peft_type", "LORA") != "LORA" or any(config.get(k) for k in (*SCALED_ALIKE, "use_dora", "modules_to_save")):
-        raise ValueError(f"{adapter}: only plain LoRA adapters with one rank and alpha can be averaged")
+    config = lora_config(adapter)
+    if any(config.get(k) for k in PER_MODULE):
+        raise ValueError(f"{adapter}: only LoRA adapters with one rank and alpha can be averaged")
     return config
-
-
-def _scale(config: dict) -> float:
-    r, alpha = config["r"], config["lora_alpha"]
-    return alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
 
 
 def average_adapters(first: Path, second: Path, weight: float, out: Path) -> Path:
@@ -38,7 +32,7 @@ def average_adapters(first: Path, second: Path, weight: float, out: Path) -> Pat
     tensors = [load_file(str(Path(a) / ADAPTER_WEIGHTS)) for a in (first, second)]
     if set(tensors[0]) != set(tensors[1]):
         raise ValueError(f"{first} and {second} adapt different modules")
-    factors = (weight * _scale(configs[0]), (1.0 - weight) * _scale(configs[1]))
+    factors = (weight * lora_scale(configs[0]), (1.0 - weight) * lora_scale(configs[1]))
     merged = {}
     for key in tensors[0]:
         if ".lora_A." in key:
