@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import wave
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -113,8 +114,11 @@ def open_call(url: str, profile: str, transport: str) -> CallClient | RtcClient:
     return CallClient(url, profile)
 
 
-async def run_call(url: str, profile: str, wavs: list[Path], call_no: int, transport: str = "websocket") -> list[TurnResult]:
-    """Every WAV as one turn; when the agent ends the call (a transfer, a goodbye), the next turns go to a new call."""
+async def run_call(
+    url: str, profile: str, wavs: list[Path], call_no: int, transport: str = "websocket", think_s: Callable[[], float] | None = None
+) -> list[TurnResult]:
+    """Every WAV as one turn; when the agent ends the call (a transfer, a goodbye), the next turns go to a new call.
+    After each answer the caller waits 0.3 s, or `think_s()` seconds where given, before the next turn."""
     results, pending = [], list(enumerate(wavs, start=1))
     while pending:
         async with open_call(url, profile, transport) as client:
@@ -123,7 +127,7 @@ async def run_call(url: str, profile: str, wavs: list[Path], call_no: int, trans
                 turn_no, path = pending.pop(0)
                 results.append(await run_turn(client, path, call_no, turn_no))
                 results[-1].transport = transport
-                await asyncio.sleep(0.3)  # an `end` right after the answer's last audio
+                await asyncio.sleep(think_s() if think_s else 0.3)  # at least 0.3 s: an `end` right after the answer's last audio
     return results
 
 

@@ -39,7 +39,7 @@ Batching = Annotated[
     typer.Option(
         "--batching/--no-batching",
         help="concurrent conversations share the embedded engine's decode forwards (continuous batching; output "
-        "unchanged) [TALKLINE_LLM_BATCHING, off]",
+        "unchanged) [TALKLINE_LLM_BATCHING, on]",
     ),
 ]
 Slots = Annotated[
@@ -201,11 +201,14 @@ def bench_capacity(
     seconds: Annotated[float, typer.Option(help="how long each level runs")] = 60.0,
     audio: Annotated[list[Path] | None, typer.Option("--audio", help="caller turns as WAV files; default: bench/audio")] = None,
     out: Annotated[Path | None, typer.Option(help="folder for capacity.json and capacity.png")] = None,
+    lockstep: Annotated[
+        bool, typer.Option(help="every caller starts at once and speaks 0.3 s after each answer; default: callers arrive apart")
+    ] = False,
 ) -> None:
     """Concurrent simulated callers, level by level: voice-to-voice, underruns and CPU per level, and the capacity."""
     from bench import capacity
 
-    capacity.main(url, profile, max_calls, seconds, out, audio)
+    capacity.main(url, profile, max_calls, seconds, out, audio, lockstep)
 
 
 @bench_app.command("endpointing")

@@ -82,7 +82,7 @@ class Settings:
     llm_timeout: float = field(default_factory=lambda: float(_env("LLM_TIMEOUT", "10")))
     model_path: Path | None = None
     llm_weights: str = field(default_factory=lambda: _env("LLM_WEIGHTS", "bf16"))  # int8: weight-only (models/quantize.py)
-    llm_batching: bool = field(default_factory=lambda: _env_flag("LLM_BATCHING", False))  # models/batching.py
+    llm_batching: bool = field(default_factory=lambda: _env_flag("LLM_BATCHING", True))  # models/batching.py
     llm_slots: int = field(default_factory=lambda: int(_env("LLM_SLOTS", "0")))  # models/forward_gate.py; 0: unscheduled
     spec: SpecConfig | None = field(default_factory=lambda: spec_from_env())  # None: plain greedy decoding
     threads: ThreadBudget = ThreadBudget()

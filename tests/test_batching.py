@@ -39,11 +39,11 @@ def batched(alone) -> Engine:
     return Engine(alone.model, alone.tokenizer, batching=True)
 
 
-def test_batching_is_a_setting(monkeypatch):
+def test_batching_is_a_setting_on_by_default(monkeypatch):
     monkeypatch.delenv("TALKLINE_LLM_BATCHING", raising=False)
-    assert Settings().llm_batching is False
-    monkeypatch.setenv("TALKLINE_LLM_BATCHING", "1")
     assert Settings().llm_batching is True
+    monkeypatch.setenv("TALKLINE_LLM_BATCHING", "0")
+    assert Settings().llm_batching is False
 
 
 @pytest.mark.parametrize("kind", ["bf16", "bf16-prepacked", "int8"])

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from bench.capacity import DEFAULT_WAVS, TURNS_PER_CALL, Level, capacity, levels_up_to, passes, plot, run_level
+from bench.capacity import (
+    DEFAULT_WAVS,
+    STAGGER_S,
+    THINK_S,
+    TURNS_PER_CALL,
+    Level,
+    caller_pace,
+    capacity,
+    levels_up_to,
+    passes,
+    plot,
+    run_level,
+)
 
 
 def level(calls: int, p95: float | None, underruns: int = 0) -> Level:
@@ -17,6 +29,20 @@ def test_levels_and_the_capacity_they_show():
     assert capacity([level(1, 700), level(2, 800), level(4, 990), level(6, 1200), level(8, 900)]) == 4, "the first failure ends it"
     assert capacity([level(1, 700), level(2, 800, underruns=1)]) == 1, "an underrun fails a level"
     assert capacity([level(1, None)]) == 0, "no answer at all is no capacity"
+
+
+def test_callers_arrive_apart_and_pause_a_while_unless_in_lockstep():
+    delays, pauses = [], []
+    for number in range(8):
+        delay, think = caller_pace(number, seconds=45)
+        delays.append(delay)
+        pauses += [think() for _ in range(20)]
+    assert all(0 <= d < STAGGER_S for d in delays) and len(set(delays)) == 8, "each caller starts at its own moment"
+    assert all(THINK_S[0] <= p <= THINK_S[1] for p in pauses) and max(pauses) - min(pauses) > 0.5
+    again, think = caller_pace(3, seconds=45)
+    assert again == delays[3] and think() == caller_pace(3, seconds=45)[1](), "the same arrivals in every run"
+    assert caller_pace(3, seconds=0.1)[0] <= 0.05, "a short level still starts every caller inside it"
+    assert caller_pace(3, seconds=45, lockstep=True) == (0.0, None), "lockstep: all at once, the client's fixed pause"
 
 
 @pytest.mark.asyncio
