@@ -15,6 +15,7 @@ from datetime import datetime
 from pipeline.llm import LLMError, LLMSession
 from pipeline.profile import Profile
 from pipeline.prompt import Message
+from pipeline.readout import DeclineGuard
 from pipeline.store import TurnRecord, utcnow
 from pipeline.tools import SpeechFilter, ToolCall
 
@@ -145,10 +146,12 @@ async def reply_text(
     speech: SpeechFilter,
     call_id: str,
     then: Callable[[str], list[dict]] | None = None,
+    guard: DeclineGuard | None = None,
 ) -> AsyncIterator[str]:
     """The model's reply as it streams, less its tool call (kept in `speech`); the fallback line if it failed before a
     word. `then` gives the prompt for a second answer from the first's text (a turn of two questions), asked unless
-    the first called a tool. The turn gets its time to first token."""
+    the first called a tool. With a `guard`, a refusal ends the model's reply and the guard's fact is said instead.
+    The turn gets its time to first token."""
     t0, said = time.monotonic(), False
     settings = profile.llm
     prompt: list[dict] | None = messages
@@ -160,8 +163,15 @@ async def reply_text(
                         turn.llm_ttft_ms = ms_since(t0)
                         turn.timeline["llm_first_token"] = (t0, time.monotonic())
                     said = True
-                    if text := speech.feed(delta):
+                    text = speech.feed(delta)
+                    if guard is not None:
+                        text = guard.feed(text)
+                    if text:
                         yield text
+                    if guard is not None and guard.declined:
+                        log.info("call %s: the model declined; reading out the closest fact", call_id)
+                        yield guard.fact
+                        return
             prompt = None
             if then is not None and said and not speech.stopped:
                 prompt, then = then(speech.text.strip()), None
@@ -172,5 +182,10 @@ async def reply_text(
         if not said:
             yield profile.fallback_line
         return
-    if rest := speech.flush():
+    rest = speech.flush()
+    if guard is not None:
+        rest = guard.feed(rest) + guard.flush()
+        if guard.declined:
+            rest += f" {guard.fact}"
+    if rest:
         yield rest

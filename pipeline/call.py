@@ -21,6 +21,7 @@ from pipeline.playout import Playout
 from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
 from pipeline.questions import aask, asked_messages, awarm_messages
+from pipeline.readout import DeclineGuard
 from pipeline.speaking import Speaker
 from pipeline.stages import Stages
 from pipeline.store import Store
@@ -285,7 +286,8 @@ class Call:
                     if answered == 0
                     else (build_messages(self.profile, [*prior, *turn.messages(lambda p: p.speech)], relevant=turn.facts), None)
                 )
-                call = await self._model_reply(turn, part, messages, then)
+                guard = DeclineGuard(asked.readout) if answered == 0 and asked.readout else None
+                call = await self._model_reply(turn, part, messages, then, guard)
             part.last = self.playout.segment_count(turn.index)
             if call is None:
                 return
@@ -302,12 +304,21 @@ class Call:
             call = None
 
     async def _model_reply(
-        self, turn: Turn, part: Part, messages: list[dict], then: Callable[[str], list[dict]] | None = None
+        self,
+        turn: Turn,
+        part: Part,
+        messages: list[dict],
+        then: Callable[[str], list[dict]] | None = None,
+        guard: DeclineGuard | None = None,
     ) -> ToolCall | None:
         """One model reply, spoken up to its tool call; returns the call (a malformed one is logged and dropped).
-        A reply that leaves the caller in silence (no words, no call to run) is replaced by the fallback line."""
+        A reply that leaves the caller in silence (no words, no call to run) is replaced by the fallback line; one that
+        declines under a `guard` by the guard's fact."""
         speech = SpeechFilter()
-        await self.speaker.speak(turn, reply_text(self.llm, self.profile, turn, messages, speech, self.id, then))
+        await self.speaker.speak(turn, reply_text(self.llm, self.profile, turn, messages, speech, self.id, then, guard))
+        if guard is not None and guard.declined:
+            part.speech = guard.speech
+            return None
         reply = split_reply(speech.text, self.profile.tools)
         part.speech = reply.speech
         if reply.error:

@@ -51,6 +51,9 @@ class LLMSettings(_Strict):
     warm_facts: bool = Field(
         True, description="while the caller speaks, the facts ranked for their words so far are prefilled, so the turn feeds only its words"
     )
+    read_out_facts: bool = Field(
+        True, description="when the model declines a question whose closest fact is close to the caller's words, the caller hears that fact"
+    )
 
 
 class TurnSettings(_Strict):

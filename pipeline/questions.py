@@ -17,6 +17,7 @@ import numpy as np
 
 from pipeline.profile import Profile
 from pipeline.prompt import Message, build_messages
+from pipeline.readout import readout_fact
 from pipeline.retrieval import FactIndex, Retriever, turn_query
 
 # A part asks about a fact when its best fact leads its median one by MIN_LEAD and it reads as a question with a
@@ -64,6 +65,7 @@ class Asked:
 
     facts: tuple[str, ...]
     split: tuple[Question, Question] | None = None
+    readout: str | None = None  # one question: the fact to say if the model declines (pipeline/readout.py)
 
 
 def two_questions(index: FactIndex, text: str, parts: Sequence[str], vectors: np.ndarray) -> tuple[int, int] | None:
@@ -91,14 +93,15 @@ def ask(retriever: Retriever, profile: Profile, history: Sequence[Message]) -> A
     """The caller's last turn ranked for the model: its facts, and its two questions when it asks two."""
     ranked = retriever.ranked(profile, history)
     facts, parts, vectors = tuple(ranked.facts), ranked.parts, ranked.vectors
+    one = Asked(facts, readout=readout_fact(profile, facts[0] if facts else None, ranked.first_cosine))
     caller = history[-1].content.strip() if history and history[-1].role == "user" else ""
     # after an agent question the caller is answering it (slot filling): one answer, never split
     if vectors is None or turn_query(history) != caller or not profile.llm.split_questions:
-        return Asked(facts)
+        return one
     index = retriever.index(profile)
     cut = two_questions(index, caller, parts, vectors)
     if cut is None:
-        return Asked(facts)
+        return one
     end, n_first = cut
 
     def question(text: str, rows: slice) -> Question:

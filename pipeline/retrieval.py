@@ -92,6 +92,10 @@ class FactIndex:
             return lexical
         return self.vectors @ query_vector + BM25_WEIGHT * lexical
 
+    def cosine(self, item: str, query_vector: np.ndarray) -> float | None:
+        """An item's cosine similarity to a query's vector (None without vectors)."""
+        return None if self.vectors is None else float(self.vectors[self.items.index(item)] @ query_vector)
+
     def top(self, query: str, query_vector: np.ndarray | None, k: int, parts: Sequence[tuple[str, np.ndarray]] = ()) -> list[str]:
         """The k best items for the whole turn; with several parts (two questions in one turn), each part's best item
         comes first (the MAX_PART_PICKS surest: the widest lead over the part's median item), so one question cannot
@@ -133,6 +137,7 @@ class Ranked:
     facts: list[str]
     parts: list[str] = field(default_factory=list)
     vectors: np.ndarray | None = None  # one row per part
+    first_cosine: float | None = None  # the first fact's cosine similarity to the turn (None without an encoder)
 
 
 class Retriever:
@@ -172,10 +177,14 @@ class Retriever:
             return Ranked(index.top(query, None, k))
         parts = query_parts(query)
         if len(parts) < 2:
-            return Ranked(index.top(query, self.encoder.embed([query])[0], k))
+            vector = self.encoder.embed([query])[0]
+            facts = index.top(query, vector, k)
+            return Ranked(facts, first_cosine=index.cosine(facts[0], vector))
         vectors = self.encoder.embed(parts)  # the whole turn as their mean: one short batch instead of a long row more
         whole = vectors.mean(0)
-        return Ranked(index.top(query, whole / np.linalg.norm(whole), k, list(zip(parts, vectors))), parts, vectors)
+        whole = whole / np.linalg.norm(whole)
+        facts = index.top(query, whole, k, list(zip(parts, vectors)))
+        return Ranked(facts, parts, vectors, index.cosine(facts[0], whole))
 
     def with_facts(self, profile: Profile, history: Sequence[Message]) -> list[Message]:
         """The history with each caller message's ranked facts attached, as a call builds it turn by turn."""

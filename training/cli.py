@@ -288,6 +288,7 @@ def eval_command(
     retrieval: Annotated[bool, typer.Option(help="repeat the facts ranked for each turn before the question, as calls do")] = True,
     weights: Annotated[str, typer.Option(help="the model's linear weights: bf16, or int8 (weight-only)")] = "bf16",
     against: Annotated[Path | None, typer.Option(help="a saved report on the same scenarios to compare with, scenario by scenario")] = None,
+    readout: Annotated[bool, typer.Option(help="read out the closest fact where the model declines, as calls do")] = True,
 ) -> None:
     """Answer held-out scenarios greedily with the embedded engine (1 thread) and report check pass rates."""
     from training.eval import main, main_rescore
@@ -296,7 +297,7 @@ def eval_command(
     if rescore:
         main_rescore(scenarios, rescore, out, before)
     else:
-        main(scenarios, model, out, limit, max_new_tokens, retrieval, weights, before)
+        main(scenarios, model, out, limit, max_new_tokens, retrieval, weights, before, readout)
 
 
 def export_command(

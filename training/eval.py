@@ -14,6 +14,7 @@ from models.engine import Engine
 from pipeline.profile import parse_profile
 from pipeline.prompt import Message
 from pipeline.questions import ask, asked_messages
+from pipeline.readout import DeclineGuard
 from pipeline.retrieval import Retriever, served_messages
 from pipeline.tools import OPEN
 from training.checks import CHECK_NAMES, failure, run_checks
@@ -25,18 +26,29 @@ def load_scenarios(path: Path, limit: int | None = None) -> list[dict]:
     return rows[:limit] if limit else rows
 
 
-def answer(engine: Engine, scenario: dict, max_new_tokens: int = 60, retriever: Retriever | None = None) -> tuple[str, int]:
+def answer(
+    engine: Engine, scenario: dict, max_new_tokens: int = 60, retriever: Retriever | None = None, readout: bool = True
+) -> tuple[str, int]:
     """The engine's greedy reply to a scenario's history, prompted exactly as a call would be (with the facts the
-    retriever ranks for the turn; none without one), and the questions the turn was asked as (two: answered in turn)."""
+    retriever ranks for the turn; none without one), and the questions the turn was asked as (two: answered in turn).
+    A reply that declines a question whose fact the call would read out is that fact, as a call says it (unless
+    `readout` is off, as a profile's `llm.read_out_facts: false` turns it off)."""
     profile = parse_profile(scenario["profile"], scenario.get("id", "<scenario>"))
+    if not readout:
+        profile = profile.model_copy(update={"llm": profile.llm.model_copy(update={"read_out_facts": False})})
     history = [Message(m["role"], m["content"]) for m in scenario["messages"] if m["role"] in ("user", "assistant", "tool")]
+    fact = None
     if retriever is None or history[-1].role != "user":
         messages, then = served_messages(profile, history, retriever), None
     else:
         earlier = retriever.with_facts(profile, history[:-1])
-        messages, then = asked_messages(profile, [*earlier, history[-1]], ask(retriever, profile, history))
+        asked = ask(retriever, profile, history)
+        messages, then = asked_messages(profile, [*earlier, history[-1]], asked)
+        fact = asked.readout
     session = engine.new_session()
     reply = "".join(engine.generate_text(session, engine.encode_chat(messages), max_new_tokens)).strip()
+    if fact is not None:
+        return DeclineGuard(fact).apply(reply), 1
     if then is None or OPEN in reply:
         return reply, 1
     return reply + " " + "".join(engine.generate_text(session, engine.encode_chat(then(reply)), max_new_tokens)).strip(), 2
@@ -64,10 +76,12 @@ def summarize(results: list[dict]) -> dict:
     }
 
 
-def evaluate(engine: Engine, scenarios: list[dict], max_new_tokens: int = 60, retriever: Retriever | None = None) -> list[dict]:
+def evaluate(
+    engine: Engine, scenarios: list[dict], max_new_tokens: int = 60, retriever: Retriever | None = None, readout: bool = True
+) -> list[dict]:
     results = []
     for s in tqdm(scenarios, desc="eval", unit="scenario"):
-        reply, questions = answer(engine, s, max_new_tokens, retriever)
+        reply, questions = answer(engine, s, max_new_tokens, retriever, readout)
         checks = run_checks(reply, s["checks"])
         meta = s.get("meta", {})
         results.append(
@@ -139,6 +153,7 @@ def main(
     retrieval: bool = True,
     weights: str = "bf16",
     against: dict | None = None,
+    readout: bool = True,
 ) -> dict:
     """Load the model (base, tuned, a folder, an adapter or a GGUF), run every scenario, print and save the report."""
     from models.assets import llm_dir
@@ -152,13 +167,14 @@ def main(
     retriever = Retriever(Embedder()) if retrieval else None
     rows = load_scenarios(scenarios, limit)
     t0 = time.perf_counter()
-    results = evaluate(engine, rows, max_new_tokens, retriever)
+    results = evaluate(engine, rows, max_new_tokens, retriever, readout)
     report = {
         "model": model,
         "model_path": str(path),
         "weights": weights,
         "scenarios_file": str(scenarios),
         "retrieval": retrieval,
+        "readout": readout,
         "load_s": round(load_s, 1),
         "eval_s": round(time.perf_counter() - t0, 1),
         **summarize(results),
