@@ -71,7 +71,7 @@ class DeclineGuard:
         if not mid and declines(sentence):
             return self._decline(start)
         if not mid and may_decline(sentence):
-            out, self._held = self._held[:start], sentence
+            out, self._held, self._mid = self._held[:start], sentence, False
         else:
             out, self._held = self._held, ""
             self._mid = bool(sentence) and not _ENDS_SENTENCE.search(sentence)

@@ -86,6 +86,12 @@ def test_a_question_close_to_a_fact_gets_it_to_read_and_a_far_one_none(retriever
     assert two.split is not None and two.readout is None, "a turn of two questions reads nothing out"
 
 
+def test_a_refusal_after_a_sentence_let_out_piece_by_piece_is_one():
+    guard = DeclineGuard(FACT)
+    out = [guard.feed(piece) for piece in ("Sure", ".", " I'm", " sorry", ",", " I don't", " have that.")]
+    assert "".join(out) == "Sure." and guard.declined and guard.speech == f"Sure. {FACT}"
+
+
 def test_a_refusal_inside_a_sentence_is_not_one():
     reply = "Sure, I don't have the exact platform, but the steam train is seven dollars."
     guard = DeclineGuard(FACT)
