@@ -43,9 +43,13 @@ def declines(sentence: str) -> bool:
 
 
 def may_decline(sentence: str) -> bool:
-    """Whether the words of an unfinished sentence could still open a refusal."""
+    """Whether the words of an unfinished sentence could still open a refusal (its last word may be cut: "I don")."""
     words = _words(sentence)
-    return any(d[: len(words)] == words for d in DECLINES) if words else True
+    if not words:
+        return True
+    *whole, last = words
+    n = len(whole)
+    return any(len(d) > n and d[:n] == whole and d[n].startswith(last) for d in DECLINES)
 
 
 class DeclineGuard:

@@ -3,6 +3,8 @@ get a fact to read, and a call over an OpenAI-compatible backend that declines."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from test_retrieval import MUSEUM
 
@@ -17,12 +19,9 @@ DECLINED = "I'm sorry, I don't have that information. I can connect you with the
 
 
 def tokens(text: str) -> list[str]:
-    """The text in model-sized pieces: each word with the space before it, punctuation on its own."""
-    out: list[str] = []
-    for word in text.split(" "):
-        head, tail = (word[:-1], word[-1]) if word[-1:] in ",.?!" else (word, "")
-        out += [(" " if out else "") + head] + ([tail] if tail else [])
-    return out
+    """The text in pieces as the model streams it: each word with the space before it, cut before an apostrophe
+    ("I", "'m", " don", "'t"), punctuation on its own."""
+    return re.findall(r" ?[A-Za-z]+|'[a-z]+|[^\sA-Za-z']", text)
 
 
 def stream(guard: DeclineGuard, text: str) -> list[str]:
@@ -35,7 +34,8 @@ def test_refusal_openings_are_told_from_replies_that_start_alike():
         assert declines(text), text
     for text in ("I'm sorry for the frustration.", "I can help with that.", "Sorry, the train is seven dollars.", "We don't have a cafe."):
         assert not declines(text), text
-    assert may_decline("I'm sorry,") and may_decline("I") and may_decline("")
+    assert tokens("I'm sorry, I don't.") == ["I", "'m", " sorry", ",", " I", " don", "'t", "."]
+    assert may_decline("I'm sorry,") and may_decline("I") and may_decline("") and may_decline("I'm sorry, I don")
     assert not may_decline("I'm sorry for") and not may_decline("The train")
 
 
@@ -57,7 +57,7 @@ def test_an_answer_goes_out_a_word_behind_at_most_and_whole():
     guard = DeclineGuard(FACT)
     out = stream(guard, reply)
     assert "".join(out) == reply and not guard.declined and guard.speech == reply
-    assert out[:4] == ["", "", "I'm sorry for", " the"], "held only while the opening could still be a refusal"
+    assert out[:5] == ["", "", "", "I'm sorry for", " the"], "held only while the opening could still be a refusal"
     assert DeclineGuard(FACT).apply(reply) == reply and DeclineGuard(FACT).apply("I") == "I"
 
 
@@ -109,7 +109,7 @@ async def test_a_call_whose_model_declines_a_close_question_hears_the_fact(stage
     from bench.wsclient import CallClient
     from pipeline.llm import OpenAICompatLLM
 
-    refusal = ["I'm sorry", ",", " I don't", " have that", " information.", " I can connect you", " with our team."]
+    refusal = tokens("I'm sorry, I don't have that information. I can connect you with our team.")
     async with StandInLLM() as llm:
         llm.script = [refusal, refusal, ["Goodbye."]]
         backend = OpenAICompatLLM(llm.url, timeout=5.0)
