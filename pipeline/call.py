@@ -317,6 +317,7 @@ class Call:
         speech = SpeechFilter()
         await self.speaker.speak(turn, reply_text(self.llm, self.profile, turn, messages, speech, self.id, then, guard))
         if guard is not None and guard.declined:
+            self.metrics.fact_readouts.inc()
             part.speech = guard.speech
             return None
         reply = split_reply(speech.text, self.profile.tools)

@@ -24,6 +24,9 @@ class Metrics:
             "talkline_preemptive_replies", "Replies started at a pause, by outcome (used, discarded)", ["outcome"], registry=self.registry
         )
         self.errors = Counter("talkline_errors", "Errors sent to clients", ["code"], registry=self.registry)
+        self.fact_readouts = Counter(
+            "talkline_fact_readouts", "Replies the model declined whose closest fact was said instead", registry=self.registry
+        )
         self.tool_calls = Counter(
             "talkline_tool_calls",
             "Tool calls by tool and outcome (ok, error, timeout, malformed, over_limit)",

@@ -120,8 +120,10 @@ async def test_a_call_whose_model_declines_a_close_question_hears_the_fact(stage
                     await client.send_json({"type": "text", "text": text})
                     await client.wait_for(lambda got, n=n: len(client.agent_finals()) >= n, timeout=60)
                 heard = client.agent_finals()[1:3]
+            readouts = server.state.metrics.registry.get_sample_value("talkline_fact_readouts_total")
         await backend.aclose()
     assert heard[0] == "Online check-in opens twenty four hours before departure and closes one hour before."
     assert heard[1] == "I'm sorry, I don't have that information. I can connect you with our team."
     kept = [m for m in llm.requests[-1]["messages"] if m["role"] == "assistant"][-2:]
     assert [m["content"] for m in kept] == heard
+    assert readouts == 1, "counted for the operator"
