@@ -170,7 +170,7 @@ async def reply_text(
                         yield text
                     if guard is not None and guard.declined:
                         log.info("call %s: the model declined; reading out the closest fact", call_id)
-                        yield guard.fact
+                        yield guard.finish()
                         return
             prompt = None
             if then is not None and said and not speech.stopped:
@@ -184,8 +184,6 @@ async def reply_text(
         return
     rest = speech.flush()
     if guard is not None:
-        rest = guard.feed(rest) + guard.flush()
-        if guard.declined:
-            rest += f" {guard.fact}"
+        rest = guard.finish(rest)
     if rest:
         yield rest

@@ -98,8 +98,12 @@ class DeclineGuard:
         """What the caller hears of this reply: the released text, and the fact after a refusal."""
         return f"{self.released.rstrip()} {self.fact}".strip() if self.declined else self.released
 
+    def finish(self, text: str = "") -> str:
+        """The rest of the reply as spoken: `text` and whatever is held, or, once it declined, the fact."""
+        out = self.feed(text) + self.flush()
+        return f"{out} {self.fact}" if self.declined else out
+
     def apply(self, reply: str) -> str:
         """The whole reply as a call would speak it (for evaluation)."""
-        self.feed(reply)
-        self.flush()
+        self.finish(reply)
         return self.speech

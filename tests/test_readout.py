@@ -50,6 +50,7 @@ def test_what_came_before_the_refusal_is_kept():
     out = stream(guard, "I'm sorry for the frustration. I'm afraid I don't have that information.")
     assert "".join(out) == "I'm sorry for the frustration." and guard.declined
     assert guard.speech == f"I'm sorry for the frustration. {FACT}"
+    assert "".join(out) + guard.finish() == guard.speech, "the fact streams as its own sentence"
 
 
 def test_an_answer_goes_out_a_word_behind_at_most_and_whole():
