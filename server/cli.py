@@ -46,8 +46,8 @@ Slots = Annotated[
     int | None,
     typer.Option(
         "--llm-slots",
-        help="embedded engine: at most this many decode forwards at once, the call whose caller has the least speech "
-        "queued first (0: every forward at once) [TALKLINE_LLM_SLOTS, 0]",
+        help="embedded engine without batching (--no-batching): at most this many decode forwards at once, the call "
+        "whose caller has the least speech queued first (0: every forward at once) [TALKLINE_LLM_SLOTS, 0]",
     ),
 ]
 PROMPT_LOOKUP_HELP = (
